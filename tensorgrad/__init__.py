@@ -1,0 +1,15 @@
+"""tensorgrad: a small, readable, tensor-level reverse-mode autodiff engine on numpy.
+
+    import tensorgrad as tg
+    x = tg.tensor([[1., 2.], [3., 4.]], requires_grad=True)
+    loss = (x @ x).tanh().sum()
+    loss.backward()            # x.grad now holds dloss/dx
+"""
+from .autograd import backward_order, detect_anomaly, no_grad, scope
+from .gradcheck import GradcheckError, gradcheck
+from .tensor import Tensor, arange, cat, make_op, maximum, ones, randn, stack, tensor, where, zeros
+
+__all__ = [
+    "Tensor", "tensor", "zeros", "ones", "randn", "arange", "cat", "stack", "where", "maximum",
+    "make_op", "no_grad", "detect_anomaly", "scope", "backward_order", "gradcheck", "GradcheckError",
+]

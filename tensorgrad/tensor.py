@@ -1,0 +1,537 @@
+"""Tensor: a numpy array that remembers how it was made, and every differentiable op.
+
+Each op computes its forward with numpy and hands make_op() one vector-Jacobian product
+(vjp) per input: given g = dL/d(out), it returns dL/d(input). The comment beside each vjp
+is the local derivative it applies. A vjp may return its gradient in the broadcast
+shape; backward sums it back to the input's shape (autograd.unbroadcast) in one place.
+
+Dtypes: python floats become float32 (speed); float64 arrays stay float64 (gradcheck);
+python and numpy scalars take the tensor's dtype, so no op turns float32 into float64.
+"""
+import numpy as np
+
+from . import autograd
+from .autograd import modes
+
+DEFAULT_FLOAT = np.float32
+
+
+def _as_array(data, dtype=None):
+    """An ndarray for `data`; python floats (and lists of them) become float32."""
+    if isinstance(data, Tensor):
+        data = data.data
+    if dtype is not None:
+        return np.asarray(data, dtype=dtype)
+    array = np.asarray(data)
+    if array.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
+        array = array.astype(DEFAULT_FLOAT)
+    return array
+
+
+class Tensor:
+    """An ndarray `.data`, its gradient `.grad` (same shape and dtype, or None), and
+    for an op's output: the op's name, its inputs and their vjps."""
+
+    __slots__ = ("data", "grad", "requires_grad", "label", "_op", "_parents", "_vjps", "_scope",
+                 "__weakref__")
+    __array_ufunc__ = None  # `ndarray + Tensor` calls Tensor.__radd__ instead of looping in numpy
+    __hash__ = object.__hash__  # == compares elementwise, so hash by identity
+
+    def __init__(self, data, requires_grad=False, dtype=None, label=None):
+        data = _as_array(data, dtype)
+        if requires_grad and data.dtype.kind != "f":
+            raise TypeError(
+                f"only floating-point tensors can require gradients, got dtype {data.dtype}: "
+                "integer tensors (token ids, indices) never get gradients")
+        self.data = data
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+        self.label = label
+        self._op = None       # name of the op that made this tensor; None for a leaf
+        self._parents = ()    # the op's input tensors, in order
+        self._vjps = None     # one function per input: dL/d(out) -> dL/d(input)
+        self._scope = ()      # the scope() names open when the op ran
+
+    # ---- attributes -------------------------------------------------------------------
+    shape = property(lambda self: self.data.shape)
+    ndim = property(lambda self: self.data.ndim)
+    dtype = property(lambda self: self.data.dtype)
+    size = property(lambda self: self.data.size)
+
+    def item(self):
+        return self.data.item()
+
+    def numpy(self):
+        """The underlying array (shared, not copied)."""
+        return self.data
+
+    def detach(self):
+        """The same data, cut from the graph."""
+        return Tensor(self.data)
+
+    def __len__(self):
+        return len(self.data)
+
+    def __bool__(self):
+        return bool(self.data)
+
+    def __repr__(self):
+        body = np.array2string(self.data, separator=", ", precision=4, threshold=20, prefix="tensor(")
+        extras = [f"dtype={self.dtype}"] if self.dtype != DEFAULT_FLOAT else []
+        if self._op:
+            extras.append(f"op={self._op}")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        if self.label:
+            extras.append(f"label={self.label!r}")
+        return f"tensor({body}{''.join(', ' + e for e in extras)})"
+
+    def backward(self, grad=None, retain_graph=False, trace=False):
+        """Fill .grad of every tensor this one depends on (see autograd.backward).
+        trace=True prints the chain rule at every node as backward applies it."""
+        if trace:
+            from .trace import trace_backward
+            return trace_backward(self, grad, retain_graph)
+        autograd.backward(self, grad, retain_graph)
+
+    def _lift(self, value):
+        """`value` as a Tensor; a python or numpy scalar takes this float tensor's dtype."""
+        if isinstance(value, Tensor):
+            return value
+        if self.data.dtype.kind == "f" and isinstance(value, (int, float, np.number)):
+            return Tensor(np.asarray(value, dtype=self.data.dtype))
+        return Tensor(value)
+
+    # ---- arithmetic: a op b broadcasts like numpy ---------------------------------------
+    def __add__(self, other):
+        other = self._lift(other)
+        return make_op("add", _broadcasting("add", np.add, self, other), (self, other),
+                       (lambda g: g,     # d(a+b)/da = 1
+                        lambda g: g))    # d(a+b)/db = 1
+
+    def __sub__(self, other):
+        other = self._lift(other)
+        return make_op("sub", _broadcasting("sub", np.subtract, self, other), (self, other),
+                       (lambda g: g,     # d(a-b)/da = 1
+                        lambda g: -g))   # d(a-b)/db = -1
+
+    def __mul__(self, other):
+        other = self._lift(other)
+        a, b = self.data, other.data
+        return make_op("mul", _broadcasting("mul", np.multiply, self, other), (self, other),
+                       (lambda g: g * b,    # d(a*b)/da = b
+                        lambda g: g * a))   # d(a*b)/db = a
+
+    def __truediv__(self, other):
+        other = self._lift(other)
+        a, b = self.data, other.data
+        return make_op("div", _broadcasting("div", np.divide, self, other), (self, other),
+                       (lambda g: g / b,                # d(a/b)/da = 1/b
+                        lambda g: -g * a / (b * b)))    # d(a/b)/db = -a/b^2
+
+    def __pow__(self, exponent):
+        exponent = self._lift(exponent)
+        a, b = self.data, exponent.data
+        out = _broadcasting("pow", np.power, self, exponent)
+        return make_op("pow", out, (self, exponent),
+                       (lambda g: g * b * a ** (b - 1),   # d(a^b)/da = b a^(b-1)
+                        lambda g: g * out * np.log(a)))   # d(a^b)/db = a^b ln(a)
+
+    def __neg__(self):
+        return make_op("neg", -self.data, (self,), (lambda g: -g,))   # d(-a)/da = -1
+
+    def __matmul__(self, other):
+        """Batched matmul like np.matmul: (..., n, k) @ (..., k, m) -> (..., n, m);
+        a 1-d operand is a row (on the left) or a column (on the right) vector."""
+        other = self._lift(other)
+        a = self.data[None, :] if self.ndim == 1 else self.data      # (1, k): a row vector
+        b = other.data[:, None] if other.ndim == 1 else other.data   # (k, 1): a column vector
+        try:
+            out = np.matmul(a, b)
+        except ValueError:
+            raise ValueError(
+                f"matmul: shapes {self.shape} and {other.shape} do not match: the last axis of the left "
+                "operand must equal the second-to-last of the right (the first if it is 1-d), and "
+                "batch axes must broadcast") from None
+        out_shape = out.shape
+
+        def grad_a(g):  # d(a@b)/da: g @ b^T
+            g = g.reshape(out_shape)
+            if b.ndim == 2 and g.ndim > 2:  # weights shared by every batch row: one big matmul
+                grad = (g.reshape(-1, g.shape[-1]) @ b.T).reshape(*g.shape[:-1], b.shape[0])
+            else:
+                grad = g @ np.swapaxes(b, -1, -2)
+            return grad[..., 0, :] if self.ndim == 1 else grad
+
+        def grad_b(g):  # d(a@b)/db: a^T @ g, summed over batch axes b was broadcast along
+            g = g.reshape(out_shape)
+            if b.ndim == 2 and a.ndim > 2:
+                grad = a.reshape(-1, a.shape[-1]).T @ g.reshape(-1, g.shape[-1])
+            else:
+                grad = np.swapaxes(a, -1, -2) @ g
+            return grad[..., 0] if other.ndim == 1 else grad
+
+        if self.ndim == 1:
+            out = out[..., 0, :]
+        if other.ndim == 1:
+            out = out[..., 0]
+        return make_op("matmul", out, (self, other), (grad_a, grad_b))
+
+    def __radd__(self, other):
+        return self._lift(other) + self
+
+    def __rsub__(self, other):
+        return self._lift(other) - self
+
+    def __rmul__(self, other):
+        return self._lift(other) * self
+
+    def __rtruediv__(self, other):
+        return self._lift(other) / self
+
+    def __rpow__(self, other):
+        return self._lift(other) ** self
+
+    def __rmatmul__(self, other):
+        return self._lift(other) @ self
+
+    # comparisons give plain boolean tensors: they have no gradient
+    def __lt__(self, other):
+        return Tensor(self.data < _as_array(other))
+
+    def __le__(self, other):
+        return Tensor(self.data <= _as_array(other))
+
+    def __gt__(self, other):
+        return Tensor(self.data > _as_array(other))
+
+    def __ge__(self, other):
+        return Tensor(self.data >= _as_array(other))
+
+    def __eq__(self, other):
+        return Tensor(self.data == _as_array(other))
+
+    def __ne__(self, other):
+        return Tensor(self.data != _as_array(other))
+
+    # ---- reductions: axis is None, an int or a tuple, as in numpy ------------------------
+    def sum(self, axis=None, keepdims=False):
+        axes, shape = _axes("sum", axis, self.ndim), self.shape
+        return make_op("sum", self.data.sum(axis=axes, keepdims=keepdims), (self,),
+                       (lambda g: np.broadcast_to(_keep(g, axes, keepdims), shape),))  # d(sum x)/dx_i = 1
+
+    def mean(self, axis=None, keepdims=False):
+        axes, shape = _axes("mean", axis, self.ndim), self.shape
+        count = int(np.prod([shape[i] for i in axes]))
+        return make_op("mean", self.data.mean(axis=axes, keepdims=keepdims), (self,),
+                       (lambda g: np.broadcast_to(_keep(g, axes, keepdims) / count, shape),))  # d(mean x)/dx_i = 1/n
+
+    def max(self, axis=None, keepdims=False):
+        return self._extreme("max", np.max, axis, keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        return self._extreme("min", np.min, axis, keepdims)
+
+    def _extreme(self, op, reduce, axis, keepdims):
+        axes = _axes(op, axis, self.ndim)
+        if self.size == 0:
+            raise ValueError(f"{op}: cannot reduce an empty tensor of shape {self.shape}")
+        best = reduce(self.data, axis=axes, keepdims=True)
+        share = (self.data == best).astype(self.dtype)
+        share /= share.sum(axis=axes, keepdims=True)   # tied winners share the gradient equally
+        out = best if keepdims else best.squeeze(axes)
+        return make_op(op, out, (self,),
+                       (lambda g: _keep(g, axes, keepdims) * share,))   # d(max x)/dx_i = 1 for the max, else 0
+
+    def var(self, axis=None, keepdims=False):
+        """Population variance (ddof=0, as numpy): mean((x - mean(x))^2)."""
+        return ((self - self.mean(axis, keepdims=True)) ** 2).mean(axis, keepdims)
+
+    # ---- elementwise functions ----------------------------------------------------------
+    def exp(self):
+        out = np.exp(self.data)
+        return make_op("exp", out, (self,), (lambda g: g * out,))   # d(e^x)/dx = e^x
+
+    def log(self):
+        x = self.data
+        return make_op("log", np.log(x), (self,), (lambda g: g / x,))   # d(ln x)/dx = 1/x
+
+    def sqrt(self):
+        out = np.sqrt(self.data)
+        return make_op("sqrt", out, (self,), (lambda g: g / (2 * out),))   # d(sqrt x)/dx = 1/(2 sqrt x)
+
+    def abs(self):
+        x = self.data
+        return make_op("abs", np.abs(x), (self,), (lambda g: g * np.sign(x),))   # d|x|/dx = sign(x), 0 at 0
+
+    def tanh(self):
+        out = np.tanh(self.data)
+        return make_op("tanh", out, (self,), (lambda g: g * (1 - out * out),))   # d(tanh x)/dx = 1 - tanh^2 x
+
+    def sigmoid(self):
+        out = 0.5 * (1 + np.tanh(0.5 * self.data))   # = 1/(1+e^-x), without overflow in e^-x
+        return make_op("sigmoid", out, (self,), (lambda g: g * out * (1 - out),))   # ds/dx = s(1-s)
+
+    def relu(self):
+        x = self.data
+        return make_op("relu", np.maximum(x, 0), (self,), (lambda g: g * (x > 0),))   # 1 if x > 0 else 0
+
+    def gelu(self):
+        """GELU, tanh approximation (GPT-2, nanoGPT): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+        x = self.data
+        t = np.tanh(np.sqrt(2 / np.pi).astype(x.dtype) * (x + 0.044715 * x ** 3))
+        out = 0.5 * x * (1 + t)
+
+        def vjp(g):  # d/dx = (1+t)/2 + x/2 (1-t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+            du = np.sqrt(2 / np.pi).astype(x.dtype) * (1 + 3 * 0.044715 * x * x)
+            return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du)
+        return make_op("gelu", out, (self,), (vjp,))
+
+    def softmax(self, axis=-1):
+        """Fused: exp(x - max) / sum(exp(x - max)) along `axis`."""
+        e = np.exp(self.data - self.data.max(axis=axis, keepdims=True))   # shifting by max avoids overflow
+        s = e / e.sum(axis=axis, keepdims=True)
+        # d s_i / d x_j = s_i (delta_ij - s_j)  =>  vjp: s * (g - sum_j g_j s_j)
+        return make_op("softmax", s, (self,),
+                       (lambda g: s * (g - (g * s).sum(axis=axis, keepdims=True)),))
+
+    def log_softmax(self, axis=-1):
+        """Fused: x - logsumexp(x) along `axis`."""
+        shifted = self.data - self.data.max(axis=axis, keepdims=True)
+        out = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+        # d out_i / d x_j = delta_ij - softmax_j  =>  vjp: g - softmax * sum_i g_i
+        return make_op("log_softmax", out, (self,),
+                       (lambda g: g - np.exp(out) * g.sum(axis=axis, keepdims=True),))
+
+    # ---- shape and indexing: these move values, so their vjps move gradients back --------
+    def reshape(self, *shape):
+        shape = _shape_arg(shape)
+        in_shape = self.shape
+        try:
+            out = self.data.reshape(shape)
+        except ValueError:
+            raise ValueError(f"reshape: cannot reshape a tensor of shape {in_shape} "
+                             f"({self.size} elements) into {shape}") from None
+        return make_op("reshape", out, (self,), (lambda g: g.reshape(in_shape),))
+
+    def transpose(self, *axes):
+        """Permute axes like np.transpose; no axes reverses them."""
+        axes = _shape_arg(axes) or tuple(reversed(range(self.ndim)))
+        if sorted(a % self.ndim if self.ndim else a for a in axes) != list(range(self.ndim)):
+            raise ValueError(f"transpose: axes {axes} are not a permutation of the {self.ndim} axes "
+                             f"of a tensor of shape {self.shape}")
+        inverse = tuple(np.argsort([a % self.ndim for a in axes]))
+        return make_op("transpose", self.data.transpose(axes), (self,),
+                       (lambda g: g.transpose(inverse),))   # put the gradient's axes back
+
+    T = property(lambda self: self.transpose())
+
+    def __getitem__(self, index):
+        """numpy basic and integer-array indexing (an int Tensor works as an index array)."""
+        index = tuple(_index_part(i) for i in index) if isinstance(index, tuple) else _index_part(index)
+        try:
+            out = self.data[index]
+        except IndexError as error:
+            raise IndexError(f"getitem: {error} (indexing a tensor of shape {self.shape})") from None
+        shape, dtype = self.shape, self.dtype
+        repeats = any(isinstance(i, np.ndarray) and i.dtype.kind in "iu"
+                      for i in (index if isinstance(index, tuple) else (index,)))
+
+        def vjp(g):  # d x[index] / dx = 1 at each picked position, 0 elsewhere
+            grad = np.zeros(shape, dtype)
+            if repeats:
+                np.add.at(grad, index, g)   # a position picked twice gets both gradients
+            else:
+                grad[index] = g
+            return grad
+        return make_op("getitem", out, (self,), (vjp,))
+
+    def split(self, sections, axis=0):
+        """np.split: `sections` equal parts, or a list of split points. Returns a list."""
+        length = self.shape[axis]
+        if isinstance(sections, (int, np.integer)):
+            if sections <= 0 or length % sections:
+                raise ValueError(f"split: axis {axis} of length {length} (shape {self.shape}) "
+                                 f"cannot be split into {sections} equal sections")
+            points = list(range(length // sections, length, length // sections))
+        else:
+            points = list(sections)
+        bounds = [0, *points, length]
+        before = (slice(None),) * (axis % self.ndim)
+        return [self[before + (slice(lo, hi),)] for lo, hi in zip(bounds, bounds[1:])]
+
+    def masked_fill(self, mask, value):
+        """`value` where the boolean `mask` is True, x elsewhere (mask broadcasts to x)."""
+        mask = _bool_mask("masked_fill", mask)
+        if _broadcast_shape(mask, self.data) != self.shape:
+            raise ValueError(f"masked_fill: mask of shape {mask.shape} does not broadcast to the "
+                             f"tensor's shape {self.shape}")
+        out = np.where(mask, np.asarray(value, self.dtype), self.data)
+        return make_op("masked_fill", out, (self,),
+                       (lambda g: np.where(mask, 0, g),))   # filled positions no longer depend on x
+
+
+def make_op(op, data, inputs, vjps):
+    """The Tensor that op `op` computed from `inputs`, with one vjp per input for backward.
+
+    This is how every op joins the graph, and how new ops (nn's fused layers) are made:
+    compute the forward with numpy, then pass the functions that map dL/d(out) to
+    dL/d(each input). Without grad mode or any input that needs a gradient, no graph is kept.
+    """
+    if type(data) is not np.ndarray:
+        data = np.asarray(data)
+    if modes.anomaly:
+        autograd.check_finite(op, data, "the output (forward)", inputs)
+    out = Tensor.__new__(Tensor)
+    out.data, out.grad, out.label, out._scope = data, None, None, modes.scope
+    needs_grad = False
+    if modes.grad_enabled:
+        for t in inputs:
+            if t.requires_grad:
+                needs_grad = True
+                break
+    if needs_grad:
+        out.requires_grad, out._op, out._parents, out._vjps = True, op, tuple(inputs), vjps
+    else:
+        out.requires_grad, out._op, out._parents, out._vjps = False, None, (), None
+    return out
+
+
+# ---- functions of several tensors -----------------------------------------------------
+def cat(tensors, axis=0):
+    """Join tensors along an existing axis (np.concatenate)."""
+    tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
+    if not tensors:
+        raise ValueError("cat: needs at least one tensor")
+    try:
+        out = np.concatenate([t.data for t in tensors], axis=axis)
+    except ValueError:  # numpy's AxisError is a ValueError too
+        raise ValueError(f"cat: shapes {[t.shape for t in tensors]} cannot be joined along axis "
+                         f"{axis}: all axes but that one must match") from None
+    axis = axis % out.ndim
+    ends = np.cumsum([t.shape[axis] for t in tensors])
+    pieces = [(slice(None),) * axis + (slice(end - t.shape[axis], end),) for t, end in zip(tensors, ends)]
+    return make_op("cat", out, tensors,
+                   tuple((lambda g, piece=piece: g[piece]) for piece in pieces))   # each input's slice of g
+
+
+def stack(tensors, axis=0):
+    """Join tensors along a new axis: cat of each with a size-1 axis inserted."""
+    tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
+    if len({t.shape for t in tensors}) > 1:
+        raise ValueError(f"stack: all tensors must have the same shape, got {[t.shape for t in tensors]}")
+    axis = axis % (tensors[0].ndim + 1)
+    return cat([t.reshape(t.shape[:axis] + (1,) + t.shape[axis:]) for t in tensors], axis)
+
+
+def where(condition, a, b):
+    """a where the boolean `condition` is True, else b (all three broadcast)."""
+    condition = _bool_mask("where", condition)
+    a, b = _pair(a, b)
+    if _broadcast_shape(condition, a.data, b.data) is None:
+        raise ValueError(f"where: condition {condition.shape}, a {a.shape} and b {b.shape} "
+                         "cannot be broadcast together")
+    return make_op("where", np.where(condition, a.data, b.data), (a, b),
+                   (lambda g: np.where(condition, g, 0),    # d/da = 1 where condition, else 0
+                    lambda g: np.where(condition, 0, g)))   # d/db = 1 where not condition
+
+
+def maximum(a, b):
+    """Elementwise max of a and b; where they tie, each gets half the gradient."""
+    a, b = _pair(a, b)
+    out = _broadcasting("maximum", np.maximum, a, b)
+    a_share = (a.data > b.data).astype(out.dtype)
+    a_share[a.data == b.data] = 0.5
+    return make_op("maximum", out, (a, b),
+                   (lambda g: g * a_share,          # d max(a,b)/da = 1 if a > b, 1/2 on a tie
+                    lambda g: g * (1 - a_share)))   # d max(a,b)/db = 1 if b > a, 1/2 on a tie
+
+
+# ---- making tensors -------------------------------------------------------------------
+def tensor(data, requires_grad=False, dtype=None, label=None):
+    """A new tensor holding a copy of `data`; python floats become float32."""
+    return Tensor(np.array(_as_array(data, dtype)), requires_grad=requires_grad, label=label)
+
+
+def zeros(*shape, dtype=DEFAULT_FLOAT, requires_grad=False):
+    return Tensor(np.zeros(_shape_arg(shape), dtype), requires_grad=requires_grad)
+
+
+def ones(*shape, dtype=DEFAULT_FLOAT, requires_grad=False):
+    return Tensor(np.ones(_shape_arg(shape), dtype), requires_grad=requires_grad)
+
+
+def randn(*shape, seed=None, dtype=DEFAULT_FLOAT, requires_grad=False):
+    """Standard normal samples; the same seed gives the same numbers."""
+    data = np.random.default_rng(seed).standard_normal(_shape_arg(shape), dtype=np.float64).astype(dtype)
+    return Tensor(data, requires_grad=requires_grad)
+
+
+def arange(start, stop=None, step=1, dtype=None):
+    """np.arange: integers for integer arguments (positions, token ids)."""
+    return Tensor(np.arange(start, stop, step) if stop is not None else np.arange(start), dtype=dtype)
+
+
+# ---- helpers --------------------------------------------------------------------------
+def _broadcasting(op, numpy_fn, a, b):
+    """numpy_fn(a.data, b.data), with an error naming the op and shapes when they don't broadcast."""
+    try:
+        return numpy_fn(a.data, b.data)
+    except ValueError:
+        raise ValueError(f"{op}: shapes {a.shape} and {b.shape} cannot be broadcast together "
+                         "(numpy rule: aligned from the last axis, sizes must match or be 1)") from None
+
+
+def _broadcast_shape(*arrays):
+    """The shape numpy broadcasting gives these arrays, or None when they don't broadcast."""
+    try:
+        return np.broadcast_shapes(*(x.shape for x in arrays))
+    except ValueError:
+        return None
+
+
+def _pair(a, b):
+    """Two Tensors from a and b, where a scalar takes the other's dtype."""
+    if isinstance(a, Tensor):
+        return a, a._lift(b)
+    if isinstance(b, Tensor):
+        return b._lift(a), b
+    return Tensor(a), Tensor(b)
+
+
+def _shape_arg(shape):
+    """(2, 3) from f(2, 3), f((2, 3)) or f([2, 3])."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+def _axes(op, axis, ndim):
+    """`axis` (None, int or tuple) as a tuple of non-negative axes, checked against ndim."""
+    axes = tuple(range(ndim)) if axis is None else tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ValueError(f"{op}: axis {a} is out of range for a tensor with {ndim} axes")
+    return tuple(a % ndim for a in axes)
+
+
+def _keep(g, axes, keepdims):
+    """The reduced gradient with its reduced axes put back as size 1, ready to broadcast."""
+    return g if keepdims else np.expand_dims(g, axes)
+
+
+def _index_part(part):
+    """An index component for numpy: Tensors become their arrays, lists become arrays."""
+    if isinstance(part, Tensor):
+        return part.data
+    if isinstance(part, list):
+        return np.asarray(part)
+    return part
+
+
+def _bool_mask(op, mask):
+    mask = _as_array(mask)
+    if mask.dtype != np.bool_:
+        raise TypeError(f"{op}: the mask must be a boolean array (for instance x > 0), got dtype "
+                        f"{mask.dtype}; a float mask would be silently read as 'nonzero'")
+    return mask
