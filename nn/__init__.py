@@ -1,0 +1,20 @@
+"""nn: layers, attention, the GPT model, optimizers and checkpoints on tensorgrad.
+
+    import nn
+    from nn import functional as F
+    model = nn.GPT(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128)
+    logits, loss = model(idx, targets)
+"""
+from . import functional, optim
+from .checkpoint import CheckpointError, load, save
+from .layers import (GELU, Dropout, Embedding, LayerNorm, Linear, ReLU, SinusoidalPositionalEncoding,
+                     Tanh)
+from .module import Module, ModuleList, Parameter, Sequential
+from .rng import manual_seed
+from .transformer import GPT, FeedForward, MultiHeadAttention, TransformerBlock
+
+__all__ = [
+    "Module", "Parameter", "Sequential", "ModuleList", "Linear", "Embedding", "LayerNorm", "Dropout",
+    "GELU", "ReLU", "Tanh", "SinusoidalPositionalEncoding", "MultiHeadAttention", "FeedForward",
+    "TransformerBlock", "GPT", "functional", "optim", "save", "load", "CheckpointError", "manual_seed",
+]

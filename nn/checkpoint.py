@@ -1,0 +1,74 @@
+"""Checkpoints: one .npz of plain arrays, never pickle.
+
+Inside the file: every model parameter under its dotted name, the optimizer's arrays
+under "optimizer/<name>" when one is given, and the metadata (config, tokenizer, step,
+RNG states: anything JSON can hold) as UTF-8 JSON bytes in a uint8 array "__meta__".
+It is written to a temporary file in the same folder and renamed over the target, so a
+crash never leaves half a checkpoint, and loaded with allow_pickle=False, so a file
+cannot run code.
+"""
+import json
+import os
+import tempfile
+import zipfile
+
+import numpy as np
+
+META = "__meta__"
+OPTIMIZER = "optimizer/"
+
+
+class CheckpointError(ValueError):
+    """The file is not a readable tensorgrad checkpoint."""
+
+
+def save(path, model, optimizer=None, **meta):
+    """Write model (and optimizer) state and `meta` to `path` atomically. Returns path."""
+    arrays = dict(model.state_dict())
+    if optimizer is not None:
+        arrays.update({OPTIMIZER + name: array for name, array in optimizer.state_dict().items()})
+    try:
+        arrays[META] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    except TypeError as error:
+        raise TypeError(f"save: metadata must be JSON-serializable: {error}") from None
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".npz")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            np.savez(file, **arrays)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    return path
+
+
+def load(path, optimizer=None):
+    """Read a checkpoint: returns (model state {name: array}, meta dict); restores the
+    optimizer's state into `optimizer` when given. Any damage is a CheckpointError."""
+    if not zipfile.is_zipfile(path):  # also catches truncation: the zip index sits at the end
+        raise CheckpointError(f"{path}: not a checkpoint (an .npz zip archive), or truncated")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+    except ValueError as error:  # numpy's refusal of object arrays (which need pickle)
+        raise CheckpointError(f"{path}: holds pickled objects, which a checkpoint never does; "
+                              f"refusing to load it ({error})") from None
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as error:
+        raise CheckpointError(f"{path}: corrupted ({type(error).__name__}: {error})") from None
+    if META not in arrays:
+        raise CheckpointError(f"{path}: has no '{META}' entry: not a tensorgrad checkpoint")
+    try:
+        meta = json.loads(arrays.pop(META).tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"{path}: its metadata is damaged ({error})") from None
+    state = {name: a for name, a in arrays.items() if not name.startswith(OPTIMIZER)}
+    if optimizer is not None:
+        saved = {name[len(OPTIMIZER):]: a for name, a in arrays.items() if name.startswith(OPTIMIZER)}
+        if not saved:
+            raise CheckpointError(f"{path}: has no optimizer state to restore")
+        optimizer.load_state_dict(saved)
+    return state, meta

@@ -1,0 +1,138 @@
+"""Optimizers (SGD, Adam, AdamW), gradient clipping and the learning-rate schedule.
+
+Updates are in place on each parameter's array (`p.data`), vectorized with numpy.
+"""
+import math
+
+import numpy as np
+
+
+class Optimizer:
+    """Holds the parameters and the per-parameter state arrays of an update rule."""
+
+    def __init__(self, params, lr):
+        self.params = list({id(p): p for p in params}.values())
+        if not self.params:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        self.lr = lr
+        self.steps = 0
+
+    def zero_grad(self):
+        """Forget the gradients (set to None, so the next backward writes fresh arrays)."""
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        self.steps += 1
+        for i, p in enumerate(self.params):
+            if p.grad is not None:
+                self.update(i, p.data, p.grad)
+
+    def update(self, i, w, g):
+        raise NotImplementedError
+
+    # state: one array per (kind, parameter index), plus the step count
+    def state_arrays(self):
+        """{name: array} of every state array, e.g. "m.3" is the first moment of parameter 3."""
+        arrays = {"steps": np.asarray(self.steps)}
+        for kind in self.STATE:
+            for i, array in enumerate(getattr(self, kind)):
+                arrays[f"{kind}.{i}"] = array
+        return arrays
+
+    def state_dict(self):
+        return {name: np.array(array) for name, array in self.state_arrays().items()}
+
+    def load_state_dict(self, state):
+        """Restore state saved by state_dict(); checks every name and shape before writing."""
+        own = self.state_arrays()
+        if set(own) != set(state):
+            raise KeyError(f"{type(self).__name__}.load_state_dict: state names differ: missing "
+                           f"{sorted(set(own) - set(state)) or 'none'}, unexpected "
+                           f"{sorted(set(state) - set(own)) or 'none'}")
+        for name, array in own.items():
+            if np.shape(state[name]) != array.shape:
+                raise ValueError(f"{type(self).__name__}.load_state_dict: '{name}' has shape "
+                                 f"{np.shape(state[name])}, expected {array.shape}")
+        self.steps = int(state["steps"])
+        for name, array in own.items():
+            if name != "steps":
+                np.copyto(array, state[name])
+
+
+class SGD(Optimizer):
+    """w -= lr * g, or with momentum: v = momentum * v + g; w -= lr * v (PyTorch's form)."""
+    STATE = ("velocity",)
+
+    def __init__(self, params, lr, momentum=0.0):
+        super().__init__(params, lr)
+        self.momentum = momentum
+        self.velocity = [np.zeros_like(p.data) for p in self.params]
+
+    def update(self, i, w, g):
+        if self.momentum:
+            v = self.velocity[i]
+            v *= self.momentum
+            v += g
+            g = v
+        w -= self.lr * g
+
+
+class Adam(Optimizer):
+    """Adam: running means of g (m) and g^2 (v), bias-corrected, step = lr * m / (sqrt(v) + eps)."""
+    STATE = ("m", "v")
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
+        super().__init__(params, lr)
+        self.betas, self.eps = betas, eps
+        self.m = [np.zeros_like(p.data) for p in self.params]
+        self.v = [np.zeros_like(p.data) for p in self.params]
+
+    def update(self, i, w, g):
+        beta1, beta2 = self.betas
+        m, v = self.m[i], self.v[i]
+        m *= beta1
+        m += (1 - beta1) * g                          # m = beta1 m + (1 - beta1) g
+        v *= beta2
+        v += (1 - beta2) * (g * g)                    # v = beta2 v + (1 - beta2) g^2
+        m_hat_scale = 1 / (1 - beta1 ** self.steps)   # bias corrections: the moments start at 0
+        v_hat_scale = 1 / (1 - beta2 ** self.steps)
+        denominator = np.sqrt(v * v_hat_scale)
+        denominator += self.eps
+        w -= (self.lr * m_hat_scale) * m / denominator
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (w -= lr * weight_decay * w), applied only to
+    parameters with ndim >= 2 (matrices and embeddings), never to biases or LayerNorm."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        super().__init__(params, lr, betas, eps)
+        self.weight_decay = weight_decay
+
+    def update(self, i, w, g):
+        if w.ndim >= 2:
+            w *= 1 - self.lr * self.weight_decay
+        super().update(i, w, g)
+
+
+def clip_grad_norm(params, max_norm):
+    """Scale all gradients together so their global L2 norm is at most max_norm.
+    Returns the norm before clipping (a float)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    total = math.sqrt(sum(float(np.vdot(g, g)) for g in grads))
+    if total > max_norm:
+        scale = max_norm / (total + 1e-6)
+        for g in grads:
+            g *= scale   # leaf grads are the parameter's own arrays (see autograd.backward)
+    return total
+
+
+def cosine_lr(step, max_lr, min_lr, warmup_steps, total_steps):
+    """Linear warmup to max_lr over warmup_steps, then cosine decay to min_lr at total_steps."""
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    if step >= total_steps:
+        return min_lr
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
