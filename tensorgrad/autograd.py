@@ -147,7 +147,7 @@ def backward(root, grad=None, retain_graph=False, on_edge=None):
                     "saved values were freed by the first backward(); call backward(retain_graph=True) "
                     "the first time if you need to backward through a graph twice")
             node.grad = None  # an intermediate's grad is this call's, not a sum over calls
-    root.grad = grad if root.grad is None else root.grad + grad
+    root.grad = grad.copy() if root.grad is None else root.grad + grad
 
     for node in order:
         vjps = node._vjps
@@ -171,8 +171,10 @@ def backward(root, grad=None, retain_graph=False, on_edge=None):
             if on_edge is not None:
                 on_edge(node, parent, vjp, contribution)
             if parent.grad is None:
-                # a leaf keeps its own writable copy; an intermediate may share its array
-                parent.grad = contribution if parent._parents or _owns(contribution) else contribution.copy()
+                # a leaf gets an array of its own, so updating it in place (clipping, an
+                # optimizer) touches nothing else; an intermediate's grad may be shared
+                owned = parent._parents or (contribution is not upstream and _owns(contribution))
+                parent.grad = contribution if owned else contribution.copy()
             else:
                 parent.grad = parent.grad + contribution
         if not retain_graph:
@@ -180,5 +182,5 @@ def backward(root, grad=None, retain_graph=False, on_edge=None):
 
 
 def _owns(array):
-    """True when `array` is a fresh, writable array that no other grad can share."""
+    """True when `array` is a fresh, writable array, not a view of another."""
     return array.base is None and array.flags.writeable

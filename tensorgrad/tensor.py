@@ -134,8 +134,10 @@ class Tensor:
         a, b = self.data, exponent.data
         out = _broadcasting("pow", np.power, self, exponent)
         return make_op("pow", out, (self, exponent),
-                       (lambda g: g * b * a ** (b - 1),   # d(a^b)/da = b a^(b-1)
-                        lambda g: g * out * np.log(a)))   # d(a^b)/db = a^b ln(a)
+                       # d(a^b)/da = b a^(b-1), taken as 0 where b = 0 (a^0 = 1 is constant, even at a = 0)
+                       (lambda g: g * np.where(b == 0, 0, b * a ** (b - 1)),
+                        # d(a^b)/db = a^b ln(a), taken as 0 at a = 0 (where a^b is 0 for every b > 0)
+                        lambda g: g * out * np.log(np.where(a == 0, 1, a))))
 
     def __neg__(self):
         return make_op("neg", -self.data, (self,), (lambda g: -g,))   # d(-a)/da = -1
@@ -147,7 +149,7 @@ class Tensor:
         a = self.data[None, :] if self.ndim == 1 else self.data      # (1, k): a row vector
         b = other.data[:, None] if other.ndim == 1 else other.data   # (k, 1): a column vector
         try:
-            out = np.matmul(a, b)
+            out = _matmul(a, b)
         except ValueError:
             raise ValueError(
                 f"matmul: shapes {self.shape} and {other.shape} do not match: the last axis of the left "
@@ -156,16 +158,12 @@ class Tensor:
         out_shape = out.shape
 
         def grad_a(g):  # d(a@b)/da: g @ b^T
-            g = g.reshape(out_shape)
-            if b.ndim == 2 and g.ndim > 2:  # weights shared by every batch row: one big matmul
-                grad = (g.reshape(-1, g.shape[-1]) @ b.T).reshape(*g.shape[:-1], b.shape[0])
-            else:
-                grad = g @ np.swapaxes(b, -1, -2)
+            grad = _matmul(g.reshape(out_shape), np.swapaxes(b, -1, -2))
             return grad[..., 0, :] if self.ndim == 1 else grad
 
         def grad_b(g):  # d(a@b)/db: a^T @ g, summed over batch axes b was broadcast along
             g = g.reshape(out_shape)
-            if b.ndim == 2 and a.ndim > 2:
+            if b.ndim == 2 and a.ndim > 2:  # b met every row of a's batch: one 2-d matmul sums them
                 grad = a.reshape(-1, a.shape[-1]).T @ g.reshape(-1, g.shape[-1])
             else:
                 grad = np.swapaxes(a, -1, -2) @ g
@@ -197,22 +195,22 @@ class Tensor:
 
     # comparisons give plain boolean tensors: they have no gradient
     def __lt__(self, other):
-        return Tensor(self.data < _as_array(other))
+        return Tensor(self.data < self._lift(other).data)
 
     def __le__(self, other):
-        return Tensor(self.data <= _as_array(other))
+        return Tensor(self.data <= self._lift(other).data)
 
     def __gt__(self, other):
-        return Tensor(self.data > _as_array(other))
+        return Tensor(self.data > self._lift(other).data)
 
     def __ge__(self, other):
-        return Tensor(self.data >= _as_array(other))
+        return Tensor(self.data >= self._lift(other).data)
 
     def __eq__(self, other):
-        return Tensor(self.data == _as_array(other))
+        return Tensor(self.data == self._lift(other).data)
 
     def __ne__(self, other):
-        return Tensor(self.data != _as_array(other))
+        return Tensor(self.data != self._lift(other).data)
 
     # ---- reductions: axis is None, an int or a tuple, as in numpy ------------------------
     def sum(self, axis=None, keepdims=False):
@@ -236,15 +234,16 @@ class Tensor:
         axes = _axes(op, axis, self.ndim)
         if self.size == 0:
             raise ValueError(f"{op}: cannot reduce an empty tensor of shape {self.shape}")
-        best = reduce(self.data, axis=axes, keepdims=True)
-        share = (self.data == best).astype(self.dtype)
-        share /= share.sum(axis=axes, keepdims=True)   # tied winners share the gradient equally
-        out = best if keepdims else best.squeeze(axes)
-        return make_op(op, out, (self,),
-                       (lambda g: _keep(g, axes, keepdims) * share,))   # d(max x)/dx_i = 1 for the max, else 0
+        x, best = self.data, reduce(self.data, axis=axes, keepdims=True)
+
+        def vjp(g):  # d(max x)/dx_i = 1 where x_i is the max, else 0; tied winners share it equally
+            winners = (x == best).astype(x.dtype)
+            return _keep(g, axes, keepdims) * winners / winners.sum(axis=axes, keepdims=True)
+        return make_op(op, best if keepdims else best.squeeze(axes), (self,), (vjp,))
 
     def var(self, axis=None, keepdims=False):
         """Population variance (ddof=0, as numpy): mean((x - mean(x))^2)."""
+        _axes("var", axis, self.ndim)
         return ((self - self.mean(axis, keepdims=True)) ** 2).mean(axis, keepdims)
 
     # ---- elementwise functions ----------------------------------------------------------
@@ -277,18 +276,20 @@ class Tensor:
         return make_op("relu", np.maximum(x, 0), (self,), (lambda g: g * (x > 0),))   # 1 if x > 0 else 0
 
     def gelu(self):
-        """GELU, tanh approximation (GPT-2, nanoGPT): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+        """GELU, tanh approximation (GPT-2, nanoGPT): x/2 (1 + tanh(u)), u = c (x + 0.044715 x^3)."""
         x = self.data
-        t = np.tanh(np.sqrt(2 / np.pi).astype(x.dtype) * (x + 0.044715 * x ** 3))
+        c = np.asarray(np.sqrt(2 / np.pi), dtype=x.dtype)
+        x_squared = x * x           # x*x*x, not x**3: numpy's integer power is ~70x slower
+        t = np.tanh(c * x * (1 + 0.044715 * x_squared))
         out = 0.5 * x * (1 + t)
 
-        def vjp(g):  # d/dx = (1+t)/2 + x/2 (1-t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
-            du = np.sqrt(2 / np.pi).astype(x.dtype) * (1 + 3 * 0.044715 * x * x)
-            return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du)
+        def vjp(g):  # d/dx = (1 + t)/2 + x/2 (1 - t^2) du/dx, du/dx = c (1 + 3 * 0.044715 x^2)
+            return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (c * (1 + 3 * 0.044715 * x_squared)))
         return make_op("gelu", out, (self,), (vjp,))
 
     def softmax(self, axis=-1):
         """Fused: exp(x - max) / sum(exp(x - max)) along `axis`."""
+        axis = _axes("softmax", axis, self.ndim)
         e = np.exp(self.data - self.data.max(axis=axis, keepdims=True))   # shifting by max avoids overflow
         s = e / e.sum(axis=axis, keepdims=True)
         # d s_i / d x_j = s_i (delta_ij - s_j)  =>  vjp: s * (g - sum_j g_j s_j)
@@ -297,6 +298,7 @@ class Tensor:
 
     def log_softmax(self, axis=-1):
         """Fused: x - logsumexp(x) along `axis`."""
+        axis = _axes("log_softmax", axis, self.ndim)
         shifted = self.data - self.data.max(axis=axis, keepdims=True)
         out = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
         # d out_i / d x_j = delta_ij - softmax_j  =>  vjp: g - softmax * sum_i g_i
@@ -348,6 +350,7 @@ class Tensor:
 
     def split(self, sections, axis=0):
         """np.split: `sections` equal parts, or a list of split points. Returns a list."""
+        (axis,) = _axes("split", axis, self.ndim)
         length = self.shape[axis]
         if isinstance(sections, (int, np.integer)):
             if sections <= 0 or length % sections:
@@ -357,7 +360,7 @@ class Tensor:
         else:
             points = list(sections)
         bounds = [0, *points, length]
-        before = (slice(None),) * (axis % self.ndim)
+        before = (slice(None),) * axis
         return [self[before + (slice(lo, hi),)] for lo, hi in zip(bounds, bounds[1:])]
 
     def masked_fill(self, mask, value):
@@ -418,6 +421,8 @@ def cat(tensors, axis=0):
 def stack(tensors, axis=0):
     """Join tensors along a new axis: cat of each with a size-1 axis inserted."""
     tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
+    if not tensors:
+        raise ValueError("stack: needs at least one tensor")
     if len({t.shape for t in tensors}) > 1:
         raise ValueError(f"stack: all tensors must have the same shape, got {[t.shape for t in tensors]}")
     axis = axis % (tensors[0].ndim + 1)
@@ -440,8 +445,7 @@ def maximum(a, b):
     """Elementwise max of a and b; where they tie, each gets half the gradient."""
     a, b = _pair(a, b)
     out = _broadcasting("maximum", np.maximum, a, b)
-    a_share = (a.data > b.data).astype(out.dtype)
-    a_share[a.data == b.data] = 0.5
+    a_share = ((a.data > b.data) + 0.5 * (a.data == b.data)).astype(out.dtype)
     return make_op("maximum", out, (a, b),
                    (lambda g: g * a_share,          # d max(a,b)/da = 1 if a > b, 1/2 on a tie
                     lambda g: g * (1 - a_share)))   # d max(a,b)/db = 1 if b > a, 1/2 on a tie
@@ -488,6 +492,14 @@ def _broadcast_shape(*arrays):
         return np.broadcast_shapes(*(x.shape for x in arrays))
     except ValueError:
         return None
+
+
+def _matmul(x, y):
+    """x @ y; as one 2-d matmul when y is a matrix shared by every row of a batched x,
+    which BLAS runs much faster than numpy's loop over the batch."""
+    if y.ndim == 2 and x.ndim > 2:
+        return (x.reshape(-1, x.shape[-1]) @ y).reshape(*x.shape[:-1], y.shape[-1])
+    return x @ y
 
 
 def _pair(a, b):

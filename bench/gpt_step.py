@@ -1,0 +1,195 @@
+"""One GPT training step (forward, backward, grad clip, AdamW): tensorgrad vs PyTorch.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/gpt_step.py [--threads 2] [--scaling] [--memory]
+
+Both engines train the same model (bench/torch_gpt.py is nn.GPT's twin, weights copied
+over) on the same batches with the same optimizer; their steps alternate in one loop so
+machine noise hits both alike, and the result is printed as a ratio of medians. MFU is
+the step's matmul FLOPs per second over the float32 matmul rate numpy reaches on this
+machine, measured at the start. --memory runs 200 training steps of each engine in a
+fresh process and reports its peak resident memory. PyTorch is optional: without it
+only tensorgrad's figures are printed.
+"""
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nn  # noqa: E402
+
+torch = None  # imported by load_torch(), so a tensorgrad-only process never loads it
+
+
+def load_torch():
+    """Import PyTorch if it is installed; returns whether it is."""
+    global torch
+    try:
+        import torch as torch_module
+    except ImportError:
+        return False
+    torch = torch_module
+    return True
+
+CONFIG = dict(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, batch_size=12)
+OPTIMIZER = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+GRAD_CLIP = 1.0
+
+
+def limit_threads(threads):
+    """Run BLAS (and torch) on `threads` threads; returns a description of the BLAS."""
+    try:
+        from threadpoolctl import threadpool_info, threadpool_limits
+        threadpool_limits(threads)
+        blas = ", ".join(f"{i['internal_api']} {i.get('version')} ({i.get('architecture')}, "
+                         f"{i['num_threads']} threads)" for i in threadpool_info() if i["user_api"] == "blas")
+    except ImportError:
+        blas = "unknown (pip install threadpoolctl to see and set it; BLAS threads not limited)"
+    if torch is not None:
+        torch.set_num_threads(threads)
+    return blas
+
+
+def matmul_rate(seconds=1.0):
+    """numpy's float32 matmul GFLOP/s on the shapes of this model's layers (best of several)."""
+    a = np.random.default_rng(0).standard_normal((768, 512), dtype=np.float32)
+    b = np.random.default_rng(1).standard_normal((512, 512), dtype=np.float32)
+    best, deadline = 0.0, time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        start = time.perf_counter()
+        for _ in range(10):
+            a @ b
+        best = max(best, 10 * 2 * a.shape[0] * a.shape[1] * b.shape[1] / (time.perf_counter() - start))
+    return best / 1e9
+
+
+def step_flops(vocab_size, block_size, n_layer, n_embd, batch_size, **_):
+    """Matmul FLOPs of one training step: forward 2 * m * n * k per matmul, backward twice that."""
+    tokens = batch_size * block_size
+    linear = n_layer * (3 * n_embd * n_embd + n_embd * n_embd + 8 * n_embd * n_embd) + n_embd * vocab_size
+    attention = n_layer * 2 * block_size * n_embd           # q k^T and weights v, per token
+    return 3 * 2 * tokens * (linear + attention)
+
+
+def batches(config, count, seed=0):
+    rng = np.random.default_rng(seed)
+    shape = (config["batch_size"], config["block_size"])
+    return [(rng.integers(0, config["vocab_size"], shape), rng.integers(0, config["vocab_size"], shape))
+            for _ in range(count)]
+
+
+def tensorgrad_trainer(config):
+    nn.manual_seed(0)
+    model = nn.GPT(config["vocab_size"], config["block_size"], config["n_layer"], config["n_head"],
+                   config["n_embd"])
+    optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
+
+    def step(x, y):
+        _, loss = model(x, y)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.optim.clip_grad_norm(model.parameters(), GRAD_CLIP)
+        optimizer.step()
+        return loss.item()
+    return model, step
+
+
+def torch_trainer(config, tg_model):
+    from torch_gpt import TorchGPT, copy_weights
+    model = TorchGPT(config["vocab_size"], config["block_size"], config["n_layer"], config["n_head"],
+                     config["n_embd"])
+    copy_weights(tg_model, model)
+    optimizer = torch.optim.AdamW(model.parameters(), **OPTIMIZER)
+
+    def step(x, y):
+        _, loss = model(torch.from_numpy(x), torch.from_numpy(y))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+        optimizer.step()
+        return loss.item()
+    return step
+
+
+def compare(config, steps, warmup=3):
+    """Median ms per step of each engine, alternating steps on the same batches."""
+    tg_model, tg_step = tensorgrad_trainer(config)
+    engines = {"tensorgrad": tg_step}
+    if torch is not None:
+        engines["pytorch"] = torch_trainer(config, tg_model)
+    times = {name: [] for name in engines}
+    for i, (x, y) in enumerate(batches(config, warmup + steps)):
+        for name, step in engines.items():
+            start = time.perf_counter()
+            step(x, y)
+            if i >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return {name: 1e3 * float(np.median(t)) for name, t in times.items()}
+
+
+def peak_memory(engine, steps=200):
+    """Peak resident MiB of a fresh process training `engine` for `steps` steps."""
+    out = subprocess.run([sys.executable, __file__, "--memory-child", engine, "--steps", str(steps)],
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def memory_child(engine, steps):
+    config = dict(CONFIG)
+    tg_model, step = tensorgrad_trainer(config)
+    if engine == "pytorch":
+        step = torch_trainer(config, tg_model)
+        del tg_model
+    for x, y in batches(config, steps):
+        step(x, y)
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # KiB on Linux
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2, help="BLAS and torch threads (default 2)")
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per engine (default 30)")
+    parser.add_argument("--scaling", action="store_true", help="also n_embd 256, 384 and block 128, 256")
+    parser.add_argument("--memory", action="store_true", help="also peak memory of a 200-step run")
+    parser.add_argument("--memory-child", choices=["tensorgrad", "pytorch"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child != "tensorgrad":
+        load_torch()
+    blas = limit_threads(args.threads)
+    if args.memory_child:
+        return memory_child(args.memory_child, args.steps)
+
+    print(f"numpy {np.__version__}, BLAS: {blas}")
+    print(f"pytorch {torch.__version__ if torch else 'not installed'}, threads {args.threads}")
+    for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        if name in os.environ:
+            print(f"warning: {name} is set; on this team's machines it halves numpy's matmul speed")
+    rate = matmul_rate()
+    print(f"numpy float32 matmul: {rate:.0f} GFLOP/s\n")
+
+    configs = [("nanoGPT CPU config", CONFIG)]
+    if args.scaling:
+        configs += [(f"n_embd {c}", dict(CONFIG, n_embd=c)) for c in (256, 384)]
+        configs += [(f"block_size {t}", dict(CONFIG, block_size=t)) for t in (128, 256)]
+    print(f"{'configuration':22s} {'tensorgrad ms':>13s} {'tokens/s':>9s} {'MFU':>5s} "
+          f"{'pytorch ms':>10s} {'ratio tg/pt':>11s}")
+    for title, config in configs:
+        ms = compare(config, args.steps)
+        tokens = config["batch_size"] * config["block_size"]
+        mfu = step_flops(**config) / (ms["tensorgrad"] / 1e3) / (rate * 1e9)
+        line = f"{title:22s} {ms['tensorgrad']:13.1f} {tokens / ms['tensorgrad'] * 1e3:9.0f} {mfu:5.0%}"
+        if "pytorch" in ms:
+            line += f" {ms['pytorch']:10.1f} {ms['tensorgrad'] / ms['pytorch']:11.2f}"
+        print(line, flush=True)
+    if args.memory:
+        print("\npeak resident memory of a 200-step training run (fresh process each):")
+        for engine in ("tensorgrad", "pytorch") if torch else ("tensorgrad",):
+            print(f"  {engine:10s} {peak_memory(engine):6.0f} MiB", flush=True)
+
+
+if __name__ == "__main__":
+    main()
