@@ -3,7 +3,8 @@
 A Module finds its parameters and sub-modules by looking at its own attributes, in the
 order they were assigned, so names are stable and dotted ("h.0.attn.qkv.weight") and a
 subclass needs no registration calls (and no super().__init__()). Calling a module runs
-its forward() inside tg.scope(<its name>), which is how graph drawings group ops by layer.
+its forward() inside tg.scope(<its name>), which is how graph drawings group ops by layer;
+the outermost call also labels unlabelled parameters with their dotted names.
 """
 import numpy as np
 
@@ -33,6 +34,8 @@ class Module:
         _running.append(self)
         try:
             if caller is None:  # the outermost call: its ops are the graph's top level
+                for name, p in self.named_parameters():
+                    p.label = p.label or name   # drawings and traces show "h.0.attn.qkv.weight"
                 return self.forward(*args, **kwargs)
             with tg.scope(caller._name_of(self)):
                 return self.forward(*args, **kwargs)
