@@ -2,11 +2,13 @@
 
 Inside the file: every model parameter under its dotted name, the optimizer's arrays
 under "optimizer/<name>" when one is given, and the metadata (config, tokenizer, step,
-RNG states: anything JSON can hold) as UTF-8 JSON bytes in a uint8 array "__meta__".
+RNG states: anything JSON can hold; tuples come back as lists) as UTF-8 JSON bytes in a
+uint8 array "__meta__".
 It is written to a temporary file in the same folder and renamed over the target, so a
 crash never leaves half a checkpoint, and loaded with allow_pickle=False, so a file
 cannot run code.
 """
+import errno
 import json
 import os
 import tempfile
@@ -27,6 +29,7 @@ def save(path, model, optimizer=None, **meta):
     arrays = dict(model.state_dict())
     if optimizer is not None:
         arrays.update({OPTIMIZER + name: array for name, array in optimizer.state_dict().items()})
+    _check_keys(meta)
     try:
         arrays[META] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     except TypeError as error:
@@ -36,7 +39,10 @@ def save(path, model, optimizer=None, **meta):
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".npz")
     try:
         with os.fdopen(handle, "wb") as file:
-            np.savez(file, **arrays)
+            with zipfile.ZipFile(file, "w") as archive:   # the .npz layout: one .npy file per array
+                for name, array in arrays.items():
+                    with archive.open(name + ".npy", "w") as member:
+                        np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
@@ -49,6 +55,8 @@ def save(path, model, optimizer=None, **meta):
 def load(path, optimizer=None):
     """Read a checkpoint: returns (model state {name: array}, meta dict); restores the
     optimizer's state into `optimizer` when given. Any damage is a CheckpointError."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(errno.ENOENT, "no checkpoint file here", str(path))
     if not zipfile.is_zipfile(path):  # also catches truncation: the zip index sits at the end
         raise CheckpointError(f"{path}: not a checkpoint (an .npz zip archive), or truncated")
     try:
@@ -57,8 +65,12 @@ def load(path, optimizer=None):
     except ValueError as error:  # numpy's refusal of object arrays (which need pickle)
         raise CheckpointError(f"{path}: holds pickled objects, which a checkpoint never does; "
                               f"refusing to load it ({error})") from None
-    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as error:
+    except (OSError, EOFError, RuntimeError, NotImplementedError, zipfile.BadZipFile, KeyError) as error:
+        # zipfile reports a damaged archive in many ways (bad CRC, "encrypted", unknown method...)
         raise CheckpointError(f"{path}: corrupted ({type(error).__name__}: {error})") from None
+    strays = [name for name, value in arrays.items() if not isinstance(value, np.ndarray)]
+    if strays:
+        raise CheckpointError(f"{path}: entries {strays} are not numpy arrays: not a tensorgrad checkpoint")
     if META not in arrays:
         raise CheckpointError(f"{path}: has no '{META}' entry: not a tensorgrad checkpoint")
     try:
@@ -72,3 +84,17 @@ def load(path, optimizer=None):
             raise CheckpointError(f"{path}: has no optimizer state to restore")
         optimizer.load_state_dict(saved)
     return state, meta
+
+
+def _check_keys(meta, where="meta"):
+    """JSON turns a dict's non-string keys into strings, so the metadata would not come back
+    as it was saved: refuse them up front."""
+    if isinstance(meta, dict):
+        for key, value in meta.items():
+            if not isinstance(key, str):
+                raise TypeError(f"save: {where} has the key {key!r}; metadata keys must be strings "
+                                "(JSON would turn it into a string)")
+            _check_keys(value, f"{where}[{key!r}]")
+    elif isinstance(meta, (list, tuple)):
+        for i, value in enumerate(meta):
+            _check_keys(value, f"{where}[{i}]")

@@ -15,7 +15,7 @@ class Optimizer:
         if not self.params:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
         self.lr = lr
-        self.steps = 0
+        self.updates = np.zeros(len(self.params), np.int64)   # how many times each parameter moved
 
     def zero_grad(self):
         """Forget the gradients (set to None, so the next backward writes fresh arrays)."""
@@ -23,9 +23,10 @@ class Optimizer:
             p.grad = None
 
     def step(self):
-        self.steps += 1
+        """Update every parameter that has a gradient (one without is left alone)."""
         for i, p in enumerate(self.params):
             if p.grad is not None:
+                self.updates[i] += 1
                 self.update(i, p.data, p.grad)
 
     def update(self, i, w, g):
@@ -34,7 +35,7 @@ class Optimizer:
     # state: one array per (kind, parameter index), plus the step count
     def state_arrays(self):
         """{name: array} of every state array, e.g. "m.3" is the first moment of parameter 3."""
-        arrays = {"steps": np.asarray(self.steps)}
+        arrays = {"updates": self.updates}
         for kind in self.STATE:
             for i, array in enumerate(getattr(self, kind)):
                 arrays[f"{kind}.{i}"] = array
@@ -54,10 +55,8 @@ class Optimizer:
             if np.shape(state[name]) != array.shape:
                 raise ValueError(f"{type(self).__name__}.load_state_dict: '{name}' has shape "
                                  f"{np.shape(state[name])}, expected {array.shape}")
-        self.steps = int(state["steps"])
         for name, array in own.items():
-            if name != "steps":
-                np.copyto(array, state[name])
+            np.copyto(array, state[name])
 
 
 class SGD(Optimizer):
@@ -95,8 +94,9 @@ class Adam(Optimizer):
         m += (1 - beta1) * g                          # m = beta1 m + (1 - beta1) g
         v *= beta2
         v += (1 - beta2) * (g * g)                    # v = beta2 v + (1 - beta2) g^2
-        m_hat_scale = 1 / (1 - beta1 ** self.steps)   # bias corrections: the moments start at 0
-        v_hat_scale = 1 / (1 - beta2 ** self.steps)
+        t = self.updates[i]
+        m_hat_scale = 1 / (1 - beta1 ** t)   # bias corrections: the moments start at 0
+        v_hat_scale = 1 / (1 - beta2 ** t)
         denominator = np.sqrt(v * v_hat_scale)
         denominator += self.eps
         w -= (self.lr * m_hat_scale) * m / denominator

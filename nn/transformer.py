@@ -134,6 +134,8 @@ class GPT(Module):
             raise ValueError(f"GPT.generate: idx must have shape (B, T), got {idx.shape}")
         if temperature < 0:
             raise ValueError(f"GPT.generate: temperature must be >= 0, got {temperature}")
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"GPT.generate: top_k must be at least 1 (or None for no cut), got {top_k}")
         rng = generator if seed is None else np.random.default_rng(seed)
         was_training = self.training
         self.eval()

@@ -1,0 +1,312 @@
+"""nn.GPT: layout and init as GPT-2/nanoGPT, forward (logits, loss), causality, loss at init
+near ln(vocab_size), gradcheck of every parameter in float64, positional-encoding options,
+token-id checks, generate (shape, prompt, seeds, greedy, top_k, cropping), and a tiny model
+overfitting a tiny text."""
+import time
+
+import numpy as np
+import pytest
+
+import nn
+import tensorgrad as tg
+from nn import optim
+
+
+def tiny(seed=0, **overrides):
+    config = dict(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16)
+    config.update(overrides)
+    nn.manual_seed(seed)
+    return nn.GPT(**config)
+
+
+def tokens(shape, vocab=11, seed=0):
+    return np.random.default_rng(seed).integers(0, vocab, shape)
+
+
+# ---- layout ------------------------------------------------------------------------------
+def test_gpt_parameter_names_and_shapes_follow_the_design():
+    model = nn.GPT(vocab_size=7, block_size=5, n_layer=1, n_head=2, n_embd=4)
+    assert [(n, p.shape) for n, p in model.named_parameters()] == [
+        ("tok_emb.weight", (7, 4)),
+        ("pos_emb.weight", (5, 4)),
+        ("h.0.ln1.weight", (4,)), ("h.0.ln1.bias", (4,)),
+        ("h.0.attn.qkv.weight", (4, 12)), ("h.0.attn.qkv.bias", (12,)),
+        ("h.0.attn.proj.weight", (4, 4)), ("h.0.attn.proj.bias", (4,)),
+        ("h.0.ln2.weight", (4,)), ("h.0.ln2.bias", (4,)),
+        ("h.0.ffn.fc.weight", (4, 16)), ("h.0.ffn.fc.bias", (16,)),
+        ("h.0.ffn.proj.weight", (16, 4)), ("h.0.ffn.proj.bias", (4,)),
+        ("ln_f.weight", (4,)), ("ln_f.bias", (4,)),
+        ("head.weight", (4, 7)),
+    ]
+    assert all(p.dtype == np.float32 for p in model.parameters())
+
+
+def test_gpt_blocks_are_named_by_index():
+    names = [n for n, _ in tiny(n_layer=3).named_parameters()]
+    assert [n for n in names if n.endswith("attn.qkv.weight")] == [
+        "h.0.attn.qkv.weight", "h.1.attn.qkv.weight", "h.2.attn.qkv.weight"]
+
+
+# ---- init --------------------------------------------------------------------------------
+def test_gpt_init_is_gpt2_normal_002_with_scaled_residual_projections():
+    n_layer = 2
+    nn.manual_seed(0)
+    model = nn.GPT(vocab_size=256, block_size=64, n_layer=n_layer, n_head=4, n_embd=128)
+    residual = 0.02 / np.sqrt(2 * n_layer)
+    for name, p in model.named_parameters():
+        data = p.data.astype(np.float64)
+        if name.endswith("bias") and ".ln" not in name and not name.startswith("ln_f"):
+            np.testing.assert_array_equal(data, 0, err_msg=name)
+        elif ".ln" in name or name.startswith("ln_f"):
+            np.testing.assert_array_equal(data, 1 if name.endswith("weight") else 0, err_msg=name)
+        elif name.endswith(("attn.proj.weight", "ffn.proj.weight")):
+            assert abs(data.mean()) < 0.1 * residual, name
+            assert data.std() == pytest.approx(residual, rel=0.1), name
+        else:   # tok_emb, pos_emb, qkv, fc, head
+            assert abs(data.mean()) < 0.002, name
+            assert data.std() == pytest.approx(0.02, rel=0.1), name
+
+
+def test_manual_seed_makes_init_repeatable():
+    a, b, c = tiny(seed=3), tiny(seed=3), tiny(seed=4)
+    for (name, pa), (_, pb), (_, pc) in zip(a.named_parameters(), b.named_parameters(), c.named_parameters()):
+        np.testing.assert_array_equal(pa.data, pb.data, err_msg=name)
+    assert not np.array_equal(a.tok_emb.weight.data, c.tok_emb.weight.data)
+
+
+# ---- forward -----------------------------------------------------------------------------
+def test_gpt_forward_returns_logits_and_no_loss_without_targets():
+    model = tiny()
+    logits, loss = model(tokens((3, 5)))
+    assert isinstance(logits, tg.Tensor) and logits.shape == (3, 5, 11)
+    assert loss is None
+
+
+def test_gpt_forward_with_targets_returns_the_mean_cross_entropy():
+    model = tiny()
+    idx, targets = tokens((3, 5)), tokens((3, 5), seed=1)
+    logits, loss = model(idx, targets)
+    assert loss.shape == ()
+    z = logits.data.astype(np.float64)
+    logp = z - z.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    ref = -np.take_along_axis(logp, targets[..., None], -1).mean()
+    assert loss.item() == pytest.approx(ref, rel=1e-5)
+    loss.backward()
+    assert all(p.grad is not None and p.grad.shape == p.shape for p in model.parameters())
+
+
+def test_gpt_loss_at_init_is_near_ln_vocab_size():
+    vocab = 65
+    nn.manual_seed(0)
+    model = nn.GPT(vocab_size=vocab, block_size=16, n_layer=2, n_head=2, n_embd=32)
+    idx = tokens((4, 16), vocab)
+    _, loss = model(idx, tokens((4, 16), vocab, seed=1))
+    assert loss.item() == pytest.approx(np.log(vocab), abs=0.05)
+
+
+def test_gpt_accepts_int_tensors_for_ids_and_targets():
+    model = tiny()
+    idx, targets = tokens((2, 4)), tokens((2, 4), seed=1)
+    a = model(idx, targets)[1].item()
+    b = model(tg.Tensor(idx), tg.Tensor(targets))[1].item()
+    assert a == b
+
+
+def test_gpt_is_causal_changing_token_t_never_changes_logits_before_t():
+    model = tiny()
+    idx = tokens((2, 8))
+    base = model(idx)[0].data
+    for t in range(8):
+        changed = idx.copy()
+        changed[:, t] = (changed[:, t] + 1 + t) % 11
+        logits = model(changed)[0].data
+        np.testing.assert_allclose(logits[:, :t], base[:, :t], rtol=1e-5, atol=1e-6)
+        assert not np.allclose(logits[:, t], base[:, t])
+
+
+def test_gpt_input_longer_than_block_size_is_a_clear_error():
+    model = tiny(block_size=4)
+    model(tokens((1, 4)))
+    with pytest.raises(ValueError, match=r"GPT.*5.*block_size 4"):
+        model(tokens((1, 5)))
+
+
+@pytest.mark.parametrize("bad", [-1, 11, 1000])
+def test_gpt_token_id_out_of_range_is_an_error_never_a_wrap(bad):
+    model = tiny()
+    idx = tokens((2, 4))
+    idx[1, 2] = bad
+    with pytest.raises(IndexError, match=rf"{bad}.*\[0, 11\)"):
+        model(idx)
+    with pytest.raises(IndexError, match=rf"{bad}"):
+        model.generate(idx, 2)
+
+
+def test_gpt_target_out_of_range_is_a_clear_error():
+    model = tiny()
+    targets = tokens((2, 4))
+    targets[0, 0] = 11
+    with pytest.raises(ValueError, match="target 11"):
+        model(tokens((2, 4)), targets)
+
+
+def test_gpt_idx_must_be_two_dimensional_integers():
+    model = tiny()
+    with pytest.raises(ValueError, match=r"\(B, T\)"):
+        model(np.arange(4))
+    with pytest.raises(TypeError, match="integer"):
+        model(np.zeros((1, 4)))
+
+
+def test_gpt_gradcheck_every_parameter_in_float64():
+    nn.manual_seed(0)
+    model = nn.GPT(vocab_size=5, block_size=4, n_layer=1, n_head=2, n_embd=4).to(np.float64)
+    for p in model.parameters():   # move off the init (zero biases, LayerNorm 1/0, tiny weights)
+        p.data[...] += np.random.default_rng(p.size).standard_normal(p.shape) * 0.3
+    idx, targets = tokens((2, 4), 5), tokens((2, 4), 5, seed=1)
+    assert tg.gradcheck(lambda *ps: model(idx, targets)[1], *model.parameters())
+
+
+@pytest.mark.parametrize("pos", ["sinusoidal", "none"])
+def test_gpt_without_learned_positions_has_no_position_parameters_and_trains(pos):
+    model = tiny(pos=pos)
+    assert not any(n.startswith("pos_emb") for n, _ in model.named_parameters())
+    idx, targets = tokens((2, 8)), tokens((2, 8), seed=1)
+    _, loss = model(idx, targets)
+    assert np.isfinite(loss.item())
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_gpt_with_no_positions_cannot_tell_the_order_of_earlier_tokens_but_sinusoidal_can():
+    # one block: the output at position t sees the set of tokens 0..t (attention is a weighted
+    # sum over them), so without positions the order of the earlier tokens cannot matter
+    idx = np.array([[1, 2, 3, 4]])
+    swapped = np.array([[2, 1, 3, 4]])   # the same set of tokens before position 2
+    for pos, order_blind in (("none", True), ("sinusoidal", False), ("learned", False)):
+        model = tiny(pos=pos, n_layer=1)
+        a, b = model(idx)[0].data[0, 2:], model(swapped)[0].data[0, 2:]
+        assert np.allclose(a, b, rtol=1e-5, atol=1e-6) == order_blind, pos
+
+
+def test_gpt_unknown_pos_is_an_error():
+    with pytest.raises(ValueError, match="pos"):
+        tiny(pos="rotary")
+
+
+def test_gpt_dropout_is_seeded_in_training_and_off_in_eval():
+    model = tiny(dropout=0.2)
+    idx = tokens((2, 6))
+    nn.manual_seed(5)
+    a = model(idx)[0].data
+    b = model(idx)[0].data
+    nn.manual_seed(5)
+    c = model(idx)[0].data
+    np.testing.assert_array_equal(a, c)
+    assert not np.array_equal(a, b)
+    model.eval()
+    np.testing.assert_array_equal(model(idx)[0].data, model(idx)[0].data)
+
+
+# ---- generate ----------------------------------------------------------------------------
+def test_generate_returns_an_int_array_with_the_prompt_included():
+    model = tiny()
+    prompt = tokens((3, 4))
+    out = model.generate(prompt, 5, seed=0)
+    assert isinstance(out, np.ndarray) and out.dtype.kind == "i"
+    assert out.shape == (3, 9)
+    np.testing.assert_array_equal(out[:, :4], prompt)
+    assert out.min() >= 0 and out.max() < 11
+
+
+def test_generate_accepts_an_int_tensor_prompt_and_zero_new_tokens():
+    model = tiny()
+    prompt = tokens((1, 3))
+    np.testing.assert_array_equal(model.generate(tg.Tensor(prompt), 0), prompt)
+    assert model.generate(tg.Tensor(prompt), 2, seed=1).shape == (1, 5)
+
+
+def test_generate_with_the_same_seed_gives_the_same_tokens():
+    model = tiny()
+    prompt = tokens((2, 2))
+    a = model.generate(prompt, 20, seed=7)
+    b = model.generate(prompt, 20, seed=7)
+    c = model.generate(prompt, 20, seed=8)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_generate_top_k_1_equals_temperature_0_greedy():
+    model = tiny()
+    prompt = tokens((2, 3))
+    greedy = model.generate(prompt, 10, temperature=0)
+    np.testing.assert_array_equal(model.generate(prompt, 10, top_k=1, seed=0), greedy)
+    np.testing.assert_array_equal(model.generate(prompt, 10, top_k=1, seed=1, temperature=2.0), greedy)
+    # greedy really is the argmax of the model's next-token logits, step by step
+    idx = prompt
+    for _ in range(10):
+        nxt = model(idx[:, -8:])[0].data[:, -1].argmax(-1)
+        idx = np.concatenate([idx, nxt[:, None]], axis=1)
+    np.testing.assert_array_equal(greedy, idx)
+
+
+def test_generate_with_top_k_only_samples_among_the_k_most_likely():
+    model = tiny()
+    prompt = tokens((4, 2))
+    out = model.generate(prompt, 6, top_k=3, temperature=5.0, seed=0)
+    for step in range(2, 8):
+        logits = model(out[:, :step])[0].data[:, -1]
+        top3 = np.argsort(logits, axis=-1)[:, -3:]
+        assert all(out[b, step] in top3[b] for b in range(4))
+
+
+def test_generate_crops_the_context_to_the_last_block_size_tokens():
+    model = tiny(block_size=4)
+    prompt = tokens((2, 7))   # longer than block_size: allowed in generate
+    out = model.generate(prompt, 5, temperature=0)
+    assert out.shape == (2, 12)
+    np.testing.assert_array_equal(out[:, :7], prompt)
+    for step in range(7, 12):
+        expected = model(out[:, step - 4:step])[0].data[:, -1].argmax(-1)
+        np.testing.assert_array_equal(out[:, step], expected)
+
+
+def test_generate_restores_training_mode_and_builds_no_graph():
+    model = tiny(dropout=0.1)
+    model.train()
+    model.generate(tokens((1, 2)), 3, seed=0)
+    assert model.training and model.drop.training
+    assert all(p.grad is None for p in model.parameters())
+    model.eval()
+    model.generate(tokens((1, 2)), 3, seed=0)
+    assert not model.training
+
+
+def test_generate_negative_temperature_is_an_error():
+    with pytest.raises(ValueError, match="temperature"):
+        tiny().generate(tokens((1, 2)), 3, temperature=-1.0)
+
+
+# ---- learning ----------------------------------------------------------------------------
+def test_a_tiny_gpt_overfits_a_tiny_text_to_near_zero_loss():
+    text = "to be, or not to be, that is the question."
+    chars = sorted(set(text))
+    data = np.array([chars.index(c) for c in text])
+    x, y = data[None, :-1], data[None, 1:]
+    nn.manual_seed(0)
+    model = nn.GPT(vocab_size=len(chars), block_size=len(text) - 1, n_layer=1, n_head=2, n_embd=32)
+    opt = optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
+    start = time.perf_counter()
+    first = None
+    for _ in range(300):
+        _, loss = model(x, y)
+        first = loss.item() if first is None else first
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert first == pytest.approx(np.log(len(chars)), abs=0.1)
+    assert loss.item() < 0.05
+    sample = model.generate(data[None, :1], len(text) - 1, temperature=0)[0]
+    assert "".join(chars[i] for i in sample) == text
+    assert time.perf_counter() - start < 15
