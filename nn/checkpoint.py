@@ -11,10 +11,11 @@ cannot run code.
 import errno
 import json
 import os
-import tempfile
 import zipfile
 
 import numpy as np
+
+from .atomic import write_atomically
 
 META = "__meta__"
 OPTIMIZER = "optimizer/"
@@ -24,7 +25,7 @@ class CheckpointError(ValueError):
     """The file is not a readable tensorgrad checkpoint."""
 
 
-def save(path, model, optimizer=None, **meta):
+def save(path, model, optimizer=None, /, **meta):
     """Write model (and optimizer) state and `meta` to `path` atomically. Returns path."""
     arrays = dict(model.state_dict())
     if optimizer is not None:
@@ -34,21 +35,13 @@ def save(path, model, optimizer=None, **meta):
         arrays[META] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     except TypeError as error:
         raise TypeError(f"save: metadata must be JSON-serializable: {error}") from None
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".npz")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            with zipfile.ZipFile(file, "w") as archive:   # the .npz layout: one .npy file per array
-                for name, array in arrays.items():
-                    with archive.open(name + ".npy", "w") as member:
-                        np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+
+    def write_npz(file):   # the .npz layout: a zip holding one .npy file per array
+        with zipfile.ZipFile(file, "w") as archive:
+            for name, array in arrays.items():
+                with archive.open(name + ".npy", "w") as member:
+                    np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+    write_atomically(path, write_npz)
     return path
 
 

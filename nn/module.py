@@ -6,6 +6,8 @@ subclass needs no registration calls (and no super().__init__()). Calling a modu
 its forward() inside tg.scope(<its name>), which is how graph drawings group ops by layer;
 the outermost call also labels unlabelled parameters with their dotted names.
 """
+import weakref
+
 import numpy as np
 
 import tensorgrad as tg
@@ -21,6 +23,8 @@ class Parameter(Tensor):
 
 
 _running = []  # modules whose forward() is running, innermost last
+_child_names = weakref.WeakKeyDictionary()   # module -> {id(descendant): dotted name}
+_labelled = weakref.WeakSet()                # modules whose parameters carry their names
 
 
 class Module:
@@ -34,8 +38,7 @@ class Module:
         _running.append(self)
         try:
             if caller is None:  # the outermost call: its ops are the graph's top level
-                for name, p in self.named_parameters():
-                    p.label = p.label or name   # drawings and traces show "h.0.attn.qkv.weight"
+                self._label_parameters()
                 return self.forward(*args, **kwargs)
             with tg.scope(caller._name_of(self)):
                 return self.forward(*args, **kwargs)
@@ -43,11 +46,21 @@ class Module:
             _running.pop()
 
     def _name_of(self, module):
-        """The dotted name of `module` inside this one ("h.0"), or its class name if not inside."""
-        for name, child in self.named_modules():
-            if child is module:
-                return name
-        return type(module).__name__
+        """The dotted name of `module` inside this one ("h.0"), or its class name if not
+        inside. Remembered per module, since a training step asks it for every layer."""
+        names = _child_names.setdefault(self, {})
+        if id(module) not in names:
+            found = (name for name, child in self.named_modules() if child is module)
+            names[id(module)] = next(found, type(module).__name__)
+        return names[id(module)]
+
+    def _label_parameters(self):
+        """Label unlabelled parameters with their dotted names, so drawings and traces show
+        "h.0.attn.qkv.weight" rather than a number (once: names do not change)."""
+        if self not in _labelled:
+            for name, p in self.named_parameters():
+                p.label = p.label or name
+            _labelled.add(self)
 
     # ---- the tree ---------------------------------------------------------------------
     def named_children(self):

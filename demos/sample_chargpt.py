@@ -1,0 +1,45 @@
+"""Generate text from a checkpoint of demos/train_chargpt.py.
+
+    python demos/sample_chargpt.py out/chargpt.npz --prompt "ROMEO:" --max_new_tokens 500
+
+The checkpoint holds the model's configuration and its tokenizer, so no corpus is needed.
+Prints the prompt followed by the generated characters.
+"""
+import argparse
+
+import nn
+from train_chargpt import load_checkpoint   # demos/ is on the path when a demo runs
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoint", help="a checkpoint written by demos/train_chargpt.py")
+    parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
+    parser.add_argument("--max_new_tokens", type=int, default=500, help="characters to generate (default: 500)")
+    parser.add_argument("--temperature", type=float, default=0.8,
+                        help="below 1 sharpens the distribution, above 1 flattens it, 0 always takes "
+                             "the most likely character (default: 0.8)")
+    parser.add_argument("--top_k", type=int, default=200,
+                        help="sample only among the k most likely characters (default: 200)")
+    parser.add_argument("--seed", type=int, default=1337, help="seed of the sampling (default: 1337)")
+    args = parser.parse_args(argv)
+
+    try:
+        model, tokenizer, _ = load_checkpoint(args.checkpoint)
+    except nn.CheckpointError as error:
+        parser.error(str(error))
+    if not args.prompt:
+        parser.error("--prompt is empty: give at least one character to start from")
+    if args.max_new_tokens < 0 or args.top_k < 1:
+        parser.error("--max_new_tokens must be >= 0 and --top_k >= 1")
+    try:
+        prompt = tokenizer.encode(args.prompt)
+    except ValueError as error:
+        parser.error(f"--prompt: {error}; the model knows only these: {tokenizer.chars!r}")
+    ids = model.generate(prompt[None, :], args.max_new_tokens, temperature=args.temperature,
+                         top_k=args.top_k, seed=args.seed)
+    print(tokenizer.decode(ids[0]))
+
+
+if __name__ == "__main__":
+    main()

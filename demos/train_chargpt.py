@@ -1,0 +1,312 @@
+"""Train a character-level GPT on tensorgrad, the way nanoGPT trains shakespeare_char.
+
+    python demos/train_chargpt.py                        # tiny shakespeare, nanoGPT's CPU configuration
+    python demos/train_chargpt.py --data my.txt --max_iters 500
+    python demos/train_chargpt.py --resume --max_iters 3000   # continue from --out
+    python demos/sample_chargpt.py out/chargpt.npz --prompt "ROMEO:"
+
+Every eval_interval steps (and at the end) it prints `step N: train loss X, val loss Y`,
+each the mean loss of eval_iters random batches, and writes the checkpoint --out; at the
+end it prints the loss over the whole validation split and a sample. The loss log goes
+beside the checkpoint (.csv, and .png when matplotlib is installed). Ctrl-C stops after
+the current step, writes the checkpoint and exits with status 130; --resume continues
+from it exactly as if the run had never stopped.
+"""
+import argparse
+import csv
+import math
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+import nn
+import tensorgrad as tg
+from nn import data
+
+
+def flag(default, help):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class Config:
+    """The job's settings, one command-line flag each. The defaults are nanoGPT's CPU
+    configuration for shakespeare_char (its README's "baby GPT" on a MacBook)."""
+    # data
+    data: str = flag("shakespeare", "'shakespeare' (downloaded once, then cached) or the path of a "
+                                    "UTF-8 text file")
+    # model
+    n_layer: int = flag(4, "transformer blocks")
+    n_head: int = flag(4, "attention heads per block")
+    n_embd: int = flag(128, "embedding width (channels)")
+    block_size: int = flag(64, "context length in characters")
+    dropout: float = flag(0.0, "dropout probability in training")
+    # training
+    batch_size: int = flag(12, "sequences per step")
+    max_iters: int = flag(2000, "optimizer steps in all")
+    lr: float = flag(1e-3, "peak learning rate (AdamW)")
+    min_lr: float = flag(1e-4, "learning rate at the end of the cosine decay")
+    warmup_iters: int = flag(100, "steps of linear warmup to lr")
+    lr_decay_iters: int = flag(0, "step where the cosine decay reaches min_lr; 0 means max_iters (set "
+                                  "it to the final length when a later --resume will extend this run)")
+    beta1: float = flag(0.9, "AdamW beta1")
+    beta2: float = flag(0.99, "AdamW beta2")
+    weight_decay: float = flag(0.1, "AdamW weight decay (matrices and embeddings only)")
+    grad_clip: float = flag(1.0, "clip the global gradient norm to this; 0 turns clipping off")
+    seed: int = flag(1337, "seed of the initial weights, the batches and the samples")
+    # evaluation and output
+    eval_interval: int = flag(250, "steps between evaluations (each also writes the checkpoint)")
+    eval_iters: int = flag(20, "batches per split averaged at each evaluation")
+    sample_every: int = flag(0, "steps between printed samples; 0 samples only at the end")
+    out: str = flag("out/chargpt.npz", "checkpoint path; the loss log (.csv, .png) goes beside it")
+    resume: bool = flag(False, "continue from the checkpoint at --out (flags given now override "
+                               "its settings, except the model's shape)")
+
+
+MODEL_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "dropout")   # fixed once a model exists
+SAMPLE_CHARS = 200   # length of the samples printed while training
+
+
+def parse_config(argv=None):
+    """The Config from the command line, plus the names of the flags actually given (a
+    resumed run takes the rest from its checkpoint)."""
+    parser = argparse.ArgumentParser(description=__doc__, argument_default=argparse.SUPPRESS,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    for f in fields(Config):
+        help = f"{f.metadata['help']} (default: {f.default})"
+        if f.type is bool:
+            parser.add_argument(f"--{f.name}", action="store_true", help=help)
+        else:
+            parser.add_argument(f"--{f.name}", type=f.type, metavar=f.type.__name__.upper(), help=help)
+    given = vars(parser.parse_args(argv))   # only the flags on the command line (SUPPRESS)
+    config = Config(**given)
+    positive = ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "eval_interval", "eval_iters")
+    problems = [f"--{name} must be positive" for name in positive if getattr(config, name) <= 0]
+    if config.n_embd % config.n_head:
+        problems.append(f"--n_embd {config.n_embd} must be divisible by --n_head {config.n_head}")
+    if not 0 <= config.dropout < 1:
+        problems.append(f"--dropout must be in [0, 1), got {config.dropout}")
+    if problems:
+        parser.error("; ".join(problems))
+    return config, given
+
+
+class Interrupt:
+    """Ctrl-C (SIGINT) only raises a flag, so the loop finishes its step and stops with a
+    checkpoint. A second Ctrl-C gets Python's default behaviour: quit at once."""
+
+    def __init__(self):
+        self.requested = False
+        signal.signal(signal.SIGINT, self)
+
+    def __call__(self, signum, frame):
+        self.requested = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def load_checkpoint(path):
+    """(model, tokenizer, meta) from a checkpoint written by this script."""
+    if not Path(path).exists():
+        raise nn.CheckpointError(f"{path}: no such checkpoint; train one with demos/train_chargpt.py "
+                                 f"(without --resume)")
+    state, meta = nn.load(path)
+    if "model_config" not in meta or "tokenizer" not in meta:
+        raise nn.CheckpointError(f"{path}: has no model config or tokenizer: not a "
+                                 f"train_chargpt.py checkpoint")
+    model = nn.GPT(**meta["model_config"])
+    model.load_state_dict(state)
+    return model, data.CharTokenizer.from_chars(meta["tokenizer"]), meta
+
+
+def sample(model, tokenizer, seed, length=SAMPLE_CHARS):
+    """`length` characters that follow the smallest character (a newline in most texts).
+    Its own seeded generator: sampling never moves the training's random streams."""
+    ids = model.generate(np.zeros((1, 1), dtype=np.int64), length, temperature=0.8, top_k=200, seed=seed)
+    return tokenizer.decode(ids[0])
+
+
+def estimate_loss(model, corpus, config):
+    """Mean loss of eval_iters batches of each split, in eval mode without a graph. The
+    batches come from a generator reseeded each time: every evaluation sees the same
+    batches (so two evaluations differ only by the model), and the training's stream of
+    batches stays untouched (so a resumed run matches an unbroken one)."""
+    rng = np.random.default_rng([config.seed, 1])
+    model.eval()
+    losses = {}
+    with tg.no_grad():
+        for split in ("train", "val"):
+            batches = (data.get_batch(getattr(corpus, split), config.block_size, config.batch_size, rng)
+                       for _ in range(config.eval_iters))
+            losses[split] = float(np.mean([model(x, y)[1].item() for x, y in batches]))
+    model.train()
+    return losses
+
+
+def full_split_loss(model, split, block_size, batch_size, interrupt):
+    """Mean cross-entropy of all len(split) - 1 next-token predictions of `split`: every
+    token but the first is predicted once, from the tokens before it in its window. The
+    windows are consecutive, non-overlapping block_size slices (the last one shorter), so
+    a prediction sees 0 to block_size - 1 earlier tokens, as in sampling from scratch.
+    Returns None if Ctrl-C interrupts it."""
+    n = len(split) - 1
+    whole = n // block_size * block_size
+    x = split[:whole].reshape(-1, block_size)          # (windows, T)
+    y = split[1:whole + 1].reshape(-1, block_size)     # each input's next token
+    batches = [(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, len(x), batch_size)]
+    if whole < n:                                      # the tail: one shorter window
+        batches.append((split[whole:n][None], split[whole + 1:][None]))
+    total = 0.0   # summed over predictions in float64: no drift over 1e5 terms
+    model.eval()
+    with tg.no_grad():
+        for xb, yb in tqdm(batches, desc="full val split", leave=False):
+            if interrupt.requested:
+                break
+            total += model(xb, yb)[1].item() * xb.size   # the batch's mean loss times its predictions
+    model.train()
+    return None if interrupt.requested else total / n
+
+
+def fail(message):
+    sys.exit(f"train_chargpt.py: error: {message}")
+
+
+def main(argv=None):
+    config, given = parse_config(argv)
+    out = Path(config.out)
+
+    # a resumed run takes its model, tokenizer and settings from the checkpoint
+    if config.resume:
+        model, tokenizer, meta = load_checkpoint(out)
+        changed = [f"--{name} {given[name]} (the checkpoint has {meta['config'][name]})"
+                   for name in MODEL_FIELDS if name in given and given[name] != meta["config"][name]]
+        if changed:
+            fail(f"--resume cannot change the model's shape: {', '.join(changed)}; drop those flags")
+        config = Config(**{**meta["config"], **given, "out": str(out)})
+
+    text, about = data.load_corpus(config.data)
+    print(f"corpus: {about}")
+    corpus = data.prepare(text, config.block_size, name=config.data)
+    print(corpus.summary())
+
+    batch_rng = np.random.default_rng([config.seed, 0])   # a stream of its own, apart from nn's
+    if config.resume:
+        if corpus.tokenizer != tokenizer:
+            fail(f"--resume: the characters of {config.data} differ from the checkpoint's vocabulary, "
+                 f"so the ids would mean other characters; train a new model on it instead")
+    else:
+        nn.manual_seed(config.seed)   # the initial weights, then dropout, draw from nn's generator
+        model = nn.GPT(corpus.tokenizer.vocab_size, config.block_size, config.n_layer, config.n_head,
+                       config.n_embd, config.dropout)
+    optimizer = nn.optim.AdamW(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2),
+                               weight_decay=config.weight_decay)
+    if config.resume:   # everything that decides the next step, as the checkpoint left it
+        nn.load(out, optimizer)   # a second read: the moments need the optimizer to exist
+        nn.rng.set_state(meta["rng"])
+        batch_rng.bit_generator.state = meta["batch_rng"]
+        step, history, best_val_loss = meta["step"], meta["history"], meta["best_val_loss"]
+    else:
+        step, history, best_val_loss = 0, [], None
+    print(f"model: {model.num_parameters():,} parameters (n_layer {config.n_layer}, n_head {config.n_head}, "
+          f"n_embd {config.n_embd}, block_size {config.block_size})"
+          + (f"; resuming from {out} at step {step}" if config.resume else ""))
+
+    decay_iters = config.lr_decay_iters or config.max_iters
+
+    def evaluate(step):
+        nonlocal best_val_loss
+        if history and history[-1][0] == step:   # a resumed run: its checkpoint did this one
+            return
+        losses = estimate_loss(model, corpus, config)
+        lr = nn.optim.cosine_lr(step, config.lr, config.min_lr, config.warmup_iters, decay_iters)
+        history.append([step, losses["train"], losses["val"], lr])
+        best_val_loss = min(losses["val"], best_val_loss or math.inf)
+        tqdm.write(f"step {step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+
+    def save(step, **extra):
+        nn.save(out, model, optimizer, model_config=model.config, config=asdict(config),
+                tokenizer=corpus.tokenizer.chars, step=step, history=history,
+                val_loss=history[-1][2] if history else None, best_val_loss=best_val_loss,
+                rng=nn.rng.get_state(), batch_rng=batch_rng.bit_generator.state, **extra)
+        write_csv(history, out)
+
+    interrupt = Interrupt()
+    bar = tqdm(total=config.max_iters, initial=step, unit="iter", dynamic_ncols=True)
+    while step < config.max_iters and not interrupt.requested:
+        if step % config.eval_interval == 0:
+            evaluate(step)
+            save(step)
+        if config.sample_every and step % config.sample_every == 0 and step > 0:
+            tqdm.write(f"--- sample at step {step} ---\n{sample(model, corpus.tokenizer, config.seed)}\n---")
+
+        # one optimizer step, as nanoGPT takes it
+        t0 = time.perf_counter()
+        optimizer.lr = nn.optim.cosine_lr(step, config.lr, config.min_lr, config.warmup_iters, decay_iters)
+        x, y = data.get_batch(corpus.train, config.block_size, config.batch_size, batch_rng)
+        _, loss = model(x, y)
+        optimizer.zero_grad()
+        loss.backward()
+        if config.grad_clip:
+            nn.optim.clip_grad_norm(model.parameters(), config.grad_clip)
+        optimizer.step()
+        step += 1
+        dt = time.perf_counter() - t0
+        bar.update()
+        bar.set_postfix_str(f"loss {loss.item():.4f}, {dt * 1000:.0f} ms/iter, "
+                            f"{config.batch_size * config.block_size / dt:,.0f} tokens/s")
+    bar.close()
+
+    full = None
+    if not interrupt.requested:
+        evaluate(step)
+        full = full_split_loss(model, corpus.val, config.block_size, config.batch_size, interrupt)
+    if full is None:   # Ctrl-C, in training or in the final evaluation
+        save(step)
+        plot_losses(history, out)
+        print(f"interrupted at step {step}: checkpoint written to {out}; continue with --resume")
+        sys.exit(130)
+    print(f"final val loss (full split): {full:.4f}")
+    save(step, full_val_loss=full)
+    plot_losses(history, out)
+    print(f"checkpoint: {out}")
+    print(f"--- sample ---\n{sample(model, corpus.tokenizer, config.seed)}\n---")
+
+
+def write_csv(history, out):
+    """The evaluations so far, beside the checkpoint: out/chargpt.csv."""
+    with open(out.with_suffix(".csv"), "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["step", "train_loss", "val_loss", "lr"])
+        writer.writerows(history)
+
+
+def plot_losses(history, out):
+    """The loss curve beside the checkpoint (out/chargpt.png), when matplotlib is installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")   # files only: no window, no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    steps, train, val, _ = zip(*history)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(steps, train, label="train")
+    ax.plot(steps, val, label="val")
+    ax.set(xlabel="step", ylabel="loss", title=f"{out.name}: mean loss of the eval batches")
+    ax.legend()
+    fig.savefig(out.with_suffix(".png"), dpi=100, bbox_inches="tight")
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (data.DataError, nn.CheckpointError, OSError) as error:   # OSError: e.g. --out unwritable
+        fail(error)
+    except KeyboardInterrupt:   # before the loop started, or a second Ctrl-C
+        print("train_chargpt.py: interrupted; no checkpoint written this time", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,178 @@
+"""demos/train_chargpt.py and demos/sample_chargpt.py, run as a user runs them: in a
+subprocess, on a small generated text, with a tiny model."""
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nn
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_SHAKESPEARE = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
+TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--block_size", "8", "--batch_size", "4",
+        "--eval_iters", "2", "--warmup_iters", "5"]
+
+
+def command(script, *args):
+    return [sys.executable, str(REPO / "demos" / script), *map(str, args)]
+
+
+def environment():
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+            "PYTHONUNBUFFERED": "1"}
+
+
+def run(script, *args, check=True):
+    result = subprocess.run(command(script, *args), capture_output=True, text=True, env=environment(),
+                            timeout=300)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{script} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A generated play of two speakers (about 46,000 characters): no third-party text."""
+    rng = np.random.default_rng(0)
+    words = "the king and queen of a small land said that we shall go to see her house now".split()
+    lines = [("ANNA: " if i % 2 else "BORIS: ") + " ".join(rng.choice(words, rng.integers(3, 9))) + "."
+             for i in range(1500)]
+    path = tmp_path_factory.mktemp("corpus") / "play.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(corpus, tmp_path_factory):
+    """(checkpoint path, the run's stdout) of a 20-iteration run."""
+    out = tmp_path_factory.mktemp("run") / "chargpt.npz"
+    result = run("train_chargpt.py", "--data", corpus, *TINY, "--max_iters", 20, "--eval_interval", 10,
+                 "--out", out)
+    return out, result.stdout
+
+
+def test_a_short_run_prints_its_progress_and_writes_its_outputs(trained):
+    out, stdout = trained
+    assert "length of dataset in characters: 46,660\nvocab size: 29\ntrain has 41,994 tokens\n" \
+           "val has 4,666 tokens\n" in stdout
+    assert re.findall(r"^step (\d+): train loss \d+\.\d+, val loss \d+\.\d+$", stdout, re.M) == ["0", "10", "20"]
+    assert re.search(r"^final val loss \(full split\): \d+\.\d+$", stdout, re.M)
+    assert f"checkpoint: {out}" in stdout and "--- sample ---" in stdout
+    state, meta = nn.load(out)
+    assert meta["step"] == 20 and meta["config"]["max_iters"] == 20 and len(meta["tokenizer"]) == 29
+    assert [row[0] for row in meta["history"]] == [0, 10, 20] and meta["full_val_loss"] > 0
+    rows = out.with_suffix(".csv").read_text().splitlines()
+    assert rows[0] == "step,train_loss,val_loss,lr" and len(rows) == 4
+    pytest.importorskip("matplotlib")
+    assert out.with_suffix(".png").stat().st_size > 0
+
+
+def test_the_checkpoint_samples_without_the_corpus(trained):
+    out, _ = trained
+    first = run("sample_chargpt.py", out, "--prompt", "ANNA:", "--max_new_tokens", 30, "--seed", 3).stdout
+    assert first.startswith("ANNA:") and len(first) == len("ANNA:") + 30 + 1   # + print's newline
+    again = run("sample_chargpt.py", out, "--prompt", "ANNA:", "--max_new_tokens", 30, "--seed", 3).stdout
+    assert again == first
+
+
+def test_a_prompt_outside_the_vocabulary_is_a_clear_error(trained):
+    out, _ = trained
+    result = run("sample_chargpt.py", out, "--prompt", "ZOÉ: ANNA", check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "2 character(s) not in the vocabulary of 29: 'Z', 'É'" in result.stderr
+
+
+def test_resume_continues_bit_exactly(corpus, tmp_path):
+    """100 iterations, then --resume for 100 more, give the very weights, optimizer moments
+    and random states of 200 iterations in one go; dropout is on, so nn's RNG must travel too.
+    (The first half decays its learning rate over 200 steps, as the whole run does.)"""
+    common = ["--data", corpus, *TINY, "--dropout", 0.1, "--eval_interval", 50]
+    whole, halves = tmp_path / "whole.npz", tmp_path / "halves.npz"
+    run("train_chargpt.py", *common, "--max_iters", 200, "--out", whole)
+    run("train_chargpt.py", *common, "--max_iters", 100, "--lr_decay_iters", 200, "--out", halves)
+    resumed = run("train_chargpt.py", "--resume", "--max_iters", 200, "--out", halves).stdout
+    assert f"resuming from {halves} at step 100" in resumed
+    assert re.findall(r"^step (\d+):", resumed, re.M) == ["150", "200"]
+    with np.load(whole) as a, np.load(halves) as b:
+        assert sorted(a.files) == sorted(b.files)
+        for name in a.files:
+            if name != "__meta__":
+                assert np.array_equal(a[name], b[name]), name
+    meta_whole, meta_halves = nn.load(whole)[1], nn.load(halves)[1]
+    for key in ("step", "rng", "batch_rng", "history", "full_val_loss"):
+        assert meta_whole[key] == meta_halves[key], key
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT cannot be sent to a child process on Windows")
+def test_ctrl_c_stops_after_the_step_with_a_checkpoint(corpus, tmp_path):
+    out = tmp_path / "chargpt.npz"
+    process = subprocess.Popen(command("train_chargpt.py", "--data", corpus, *TINY, "--max_iters", 10**6,
+                                       "--eval_interval", 10**5, "--out", out),
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=environment())
+    try:
+        for line in process.stdout:   # "step 0: ..." is printed from inside the loop
+            if line.startswith("step 0:"):
+                break
+        process.send_signal(signal.SIGINT)
+        stdout, _ = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    stopped = re.search(r"^interrupted at step (\d+): checkpoint written to (.*); continue with --resume$",
+                        stdout, re.M)
+    assert stopped and stopped.group(2) == str(out)
+    step = int(stopped.group(1))
+    assert nn.load(out)[1]["step"] == step < 10**6
+    resumed = run("train_chargpt.py", "--resume", "--max_iters", step + 3, "--out", out).stdout
+    assert f"step {step + 3}: train loss" in resumed and nn.load(out)[1]["step"] == step + 3
+
+
+def test_help_documents_every_flag_with_its_default():
+    text = run("train_chargpt.py", "--help").stdout
+    options = {entry.split()[0]: " ".join(entry.split()) for entry in re.split(r"\n  (?=-)", text)[1:]}
+    for name in ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "max_iters", "lr", "min_lr",
+                 "warmup_iters", "weight_decay", "grad_clip", "dropout", "eval_interval", "eval_iters",
+                 "seed", "data", "out", "resume", "sample_every"):
+        assert re.search(r"\(default: [^)]+\)$", options[f"--{name}"]), options.get(f"--{name}")
+    text = " ".join(text.split())
+    for default in ("--n_layer INT transformer blocks (default: 4)", "(default: 0.001)",
+                    "(default: out/chargpt.npz)", "(default: 0.99)"):
+        assert default in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bogus", "1"], "unrecognized arguments: --bogus 1"),
+    (["--n_embd", "30", "--n_head", "4"], "--n_embd 30 must be divisible by --n_head 4"),
+    (["--block_size", "0"], "--block_size must be positive"),
+])
+def test_bad_flags_are_usage_errors(args, message):
+    result = run("train_chargpt.py", *args, check=False)
+    assert result.returncode == 2 and message in result.stderr
+
+
+def test_data_and_resume_errors_are_one_line_without_a_traceback(tmp_path, trained):
+    empty, short = tmp_path / "empty.txt", tmp_path / "short.txt"
+    empty.write_text("")
+    short.write_text("a few words only\n")
+    for args, message in [(["--data", empty], f"{empty}: the file is empty"),
+                          (["--data", short, "--block_size", 8], "too few for block_size 8"),
+                          (["--resume", "--out", tmp_path / "none.npz"], "no such checkpoint"),
+                          (["--resume", "--out", trained[0], "--n_layer", 2], "cannot change the model's shape")]:
+        result = run("train_chargpt.py", *args, check=False)
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.startswith("train_chargpt.py: error: ") and message in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_SHAKESPEARE.exists(), reason="the team's shared copy of tiny shakespeare is absent")
+def test_a_few_hundred_steps_on_shakespeare_learn_the_language(tmp_path):
+    result = run("train_chargpt.py", "--data", SHARED_SHAKESPEARE, "--n_layer", 2, "--n_head", 4, "--n_embd", 64,
+                 "--block_size", 32, "--batch_size", 16, "--max_iters", 300, "--lr", 3e-3, "--warmup_iters", 30,
+                 "--eval_interval", 100, "--out", tmp_path / "chargpt.npz")
+    loss = float(re.search(r"^final val loss \(full split\): (\S+)$", result.stdout, re.M).group(1))
+    assert loss < 2.5, result.stdout
