@@ -9,7 +9,6 @@ import functools
 
 import numpy as np
 
-import tensorgrad as tg
 from tensorgrad import Tensor, make_op
 
 from .rng import generator
