@@ -235,6 +235,7 @@ def main(argv=None):
         write_csv(history, out)
 
     interrupt = Interrupt()
+    started, train_seconds, first_step = time.perf_counter(), 0.0, step
     bar = tqdm(total=config.max_iters, initial=step, unit="iter", dynamic_ncols=True)
     while step < config.max_iters and not interrupt.requested:
         if step % config.eval_interval == 0:
@@ -255,6 +256,7 @@ def main(argv=None):
         optimizer.step()
         step += 1
         dt = time.perf_counter() - t0
+        train_seconds += dt
         bar.update()
         bar.set_postfix_str(f"loss {loss.item():.4f}, {dt * 1000:.0f} ms/iter, "
                             f"{config.batch_size * config.block_size / dt:,.0f} tokens/s")
@@ -270,6 +272,9 @@ def main(argv=None):
         print(f"interrupted at step {step}: checkpoint written to {out}; continue with --resume")
         sys.exit(130)
     print(f"final val loss (full split): {full:.4f}")
+    tokens = (step - first_step) * config.batch_size * config.block_size
+    print(f"training: {train_seconds:.1f} s in {step - first_step} steps, {tokens / max(train_seconds, 1e-9):,.0f} "
+          f"tokens/s; wall time with evaluations {time.perf_counter() - started:.1f} s")
     save(step, full_val_loss=full)
     plot_losses(history, out)
     print(f"checkpoint: {out}")

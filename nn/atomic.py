@@ -15,6 +15,9 @@ def write_atomically(path, write):
             write(file)
             file.flush()
             os.fsync(file.fileno())
+        umask = os.umask(0)   # mkstemp makes the file private (0600); give it the usual mode
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)
