@@ -3,14 +3,18 @@
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/gpt_step.py [--threads 2] [--scaling] [--memory]
 
 Both engines train the same model (bench/torch_gpt.py is nn.GPT's twin, weights copied
-over) on the same batches with the same optimizer; their steps alternate in one loop so
-machine noise hits both alike, and the result is printed as a ratio of medians. MFU is
-the step's matmul FLOPs per second over the float32 matmul rate numpy reaches on this
-machine, measured at the start. --memory runs 200 training steps of each engine in a
-fresh process and reports its peak resident memory. PyTorch is optional: without it
-only tensorgrad's figures are printed.
+over) on the same batches with the same optimizer. Each engine runs in a fresh process of
+its own: in one process, OpenBLAS's worker threads (numpy) and PyTorch's OpenMP threads
+spin-wait for work on the same two cores and slow each other down. The processes
+alternate for --rounds rounds, so drifting machine load hits both alike; each figure is
+the median over rounds of each process's median step. MFU is the step's matmul FLOPs per
+second over the float32 matmul rate numpy reaches on this machine, measured at the start.
+--memory reports each engine's peak resident memory over a 200-step run. PyTorch is
+optional: without it only tensorgrad's figures are printed.
 """
 import argparse
+import importlib.util
+import json
 import os
 import resource
 import subprocess
@@ -22,40 +26,24 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nn  # noqa: E402
 
-torch = None  # imported by load_torch(), so a tensorgrad-only process never loads it
-
-
-def load_torch():
-    """Import PyTorch if it is installed; returns whether it is."""
-    global torch
-    try:
-        import torch as torch_module
-    except ImportError:
-        return False
-    torch = torch_module
-    return True
-
 CONFIG = dict(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, batch_size=12)
 OPTIMIZER = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
 GRAD_CLIP = 1.0
 
 
 def limit_threads(threads):
-    """Run BLAS (and torch) on `threads` threads; returns a description of the BLAS."""
+    """Run BLAS on `threads` threads; returns a description of the BLAS."""
     try:
         from threadpoolctl import threadpool_info, threadpool_limits
-        threadpool_limits(threads)
-        blas = ", ".join(f"{i['internal_api']} {i.get('version')} ({i.get('architecture')}, "
-                         f"{i['num_threads']} threads)" for i in threadpool_info() if i["user_api"] == "blas")
     except ImportError:
-        blas = "unknown (pip install threadpoolctl to see and set it; BLAS threads not limited)"
-    if torch is not None:
-        torch.set_num_threads(threads)
-    return blas
+        return "unknown (pip install threadpoolctl to see and set it; BLAS threads not limited)"
+    threadpool_limits(threads)
+    return ", ".join(f"{i['internal_api']} {i.get('version')} ({i.get('architecture')}, {i['num_threads']} threads)"
+                     for i in threadpool_info() if i["user_api"] == "blas")
 
 
 def matmul_rate(seconds=1.0):
-    """numpy's float32 matmul GFLOP/s on the shapes of this model's layers (best of several)."""
+    """numpy's float32 matmul GFLOP/s on a shape like this model's layers (best of several)."""
     a = np.random.default_rng(0).standard_normal((768, 512), dtype=np.float32)
     b = np.random.default_rng(1).standard_normal((512, 512), dtype=np.float32)
     best, deadline = 0.0, time.perf_counter() + seconds
@@ -98,8 +86,10 @@ def tensorgrad_trainer(config):
     return model, step
 
 
-def torch_trainer(config, tg_model):
+def torch_trainer(config, tg_model, threads):
+    import torch
     from torch_gpt import TorchGPT, copy_weights
+    torch.set_num_threads(threads)
     model = TorchGPT(config["vocab_size"], config["block_size"], config["n_layer"], config["n_head"],
                      config["n_embd"])
     copy_weights(tg_model, model)
@@ -115,56 +105,58 @@ def torch_trainer(config, tg_model):
     return step
 
 
-def compare(config, steps, warmup=3):
-    """Median ms per step of each engine, alternating steps on the same batches."""
-    tg_model, tg_step = tensorgrad_trainer(config)
-    engines = {"tensorgrad": tg_step}
-    if torch is not None:
-        engines["pytorch"] = torch_trainer(config, tg_model)
-    times = {name: [] for name in engines}
-    for i, (x, y) in enumerate(batches(config, warmup + steps)):
-        for name, step in engines.items():
-            start = time.perf_counter()
-            step(x, y)
-            if i >= warmup:
-                times[name].append(time.perf_counter() - start)
-    return {name: 1e3 * float(np.median(t)) for name, t in times.items()}
-
-
-def peak_memory(engine, steps=200):
-    """Peak resident MiB of a fresh process training `engine` for `steps` steps."""
-    out = subprocess.run([sys.executable, __file__, "--memory-child", engine, "--steps", str(steps)],
-                         capture_output=True, text=True, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
-
-
-def memory_child(engine, steps):
-    config = dict(CONFIG)
+def child(engine, config, steps, threads, warmup=3):
+    """In a fresh process: train `steps` steps; print the median ms per step and peak MiB.
+    The tensorgrad child never imports torch."""
     tg_model, step = tensorgrad_trainer(config)
     if engine == "pytorch":
-        step = torch_trainer(config, tg_model)
-        del tg_model
-    for x, y in batches(config, steps):
+        step = torch_trainer(config, tg_model, threads)
+    times = []
+    for i, (x, y) in enumerate(batches(config, warmup + steps)):
+        start = time.perf_counter()
         step(x, y)
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # KiB on Linux
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    print(1e3 * float(np.median(times)), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def run_child(engine, config, steps, threads):
+    """(median ms per step, peak MiB) of `engine` training in a fresh process."""
+    out = subprocess.run([sys.executable, __file__, "--child", engine, "--config", json.dumps(config),
+                          "--steps", str(steps), "--threads", str(threads)],
+                         capture_output=True, text=True, check=True)
+    ms, mib = map(float, out.stdout.split()[-2:])
+    return ms, mib
+
+
+def compare(config, steps, threads, rounds, engines):
+    """{engine: median over rounds of its median ms per step}, the engines' processes alternating."""
+    times = {engine: [] for engine in engines}
+    for _ in range(rounds):
+        for engine in engines:
+            times[engine].append(run_child(engine, config, steps, threads)[0])
+    return {engine: float(np.median(t)) for engine, t in times.items()}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2, help="BLAS and torch threads (default 2)")
-    parser.add_argument("--steps", type=int, default=30, help="timed steps per engine (default 30)")
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per process (default 30)")
+    parser.add_argument("--rounds", type=int, default=3, help="processes per engine, alternating (default 3)")
     parser.add_argument("--scaling", action="store_true", help="also n_embd 256, 384 and block 128, 256")
     parser.add_argument("--memory", action="store_true", help="also peak memory of a 200-step run")
-    parser.add_argument("--memory-child", choices=["tensorgrad", "pytorch"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["tensorgrad", "pytorch"], help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.memory_child != "tensorgrad":
-        load_torch()
     blas = limit_threads(args.threads)
-    if args.memory_child:
-        return memory_child(args.memory_child, args.steps)
+    if args.child:
+        return child(args.child, json.loads(args.config), args.steps, args.threads)
 
+    has_torch = importlib.util.find_spec("torch") is not None
+    engines = ["tensorgrad", "pytorch"] if has_torch else ["tensorgrad"]
     print(f"numpy {np.__version__}, BLAS: {blas}")
-    print(f"pytorch {torch.__version__ if torch else 'not installed'}, threads {args.threads}")
+    print(f"pytorch {'installed' if has_torch else 'not installed'}; {args.threads} threads; "
+          f"{args.rounds} rounds of {args.steps} steps per engine")
     for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         if name in os.environ:
             print(f"warning: {name} is set; on this team's machines it halves numpy's matmul speed")
@@ -178,7 +170,7 @@ def main():
     print(f"{'configuration':22s} {'tensorgrad ms':>13s} {'tokens/s':>9s} {'MFU':>5s} "
           f"{'pytorch ms':>10s} {'ratio tg/pt':>11s}")
     for title, config in configs:
-        ms = compare(config, args.steps)
+        ms = compare(config, args.steps, args.threads, args.rounds, engines)
         tokens = config["batch_size"] * config["block_size"]
         mfu = step_flops(**config) / (ms["tensorgrad"] / 1e3) / (rate * 1e9)
         line = f"{title:22s} {ms['tensorgrad']:13.1f} {tokens / ms['tensorgrad'] * 1e3:9.0f} {mfu:5.0%}"
@@ -187,8 +179,8 @@ def main():
         print(line, flush=True)
     if args.memory:
         print("\npeak resident memory of a 200-step training run (fresh process each):")
-        for engine in ("tensorgrad", "pytorch") if torch else ("tensorgrad",):
-            print(f"  {engine:10s} {peak_memory(engine):6.0f} MiB", flush=True)
+        for engine in engines:
+            print(f"  {engine:10s} {run_child(engine, CONFIG, 200, args.threads)[1]:6.0f} MiB", flush=True)
 
 
 if __name__ == "__main__":
