@@ -57,6 +57,7 @@ class Tensor:
     ndim = property(lambda self: self.data.ndim)
     dtype = property(lambda self: self.data.dtype)
     size = property(lambda self: self.data.size)
+    op = property(lambda self: self._op, doc="name of the op that made this tensor; None for a leaf")
 
     def item(self):
         return self.data.item()

@@ -331,3 +331,8 @@ def test_numpy_scalar_on_the_left_of_a_tensor_returns_a_tensor():
 def test_tensors_are_hashable_by_identity():
     a, b = tg.tensor([1.0]), tg.tensor([1.0])
     assert len({a, b}) == 2 and {a: 1}[a] == 1
+
+
+def test_a_tensor_names_the_op_that_made_it():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    assert x.op is None and (x * 2).op == "mul" and (x * 2).sum().op == "sum"
