@@ -107,7 +107,9 @@ def torch_trainer(config, tg_model, threads):
 
 def child(engine, config, steps, threads, warmup=3):
     """In a fresh process: train `steps` steps; print the median ms per step and peak MiB.
-    The tensorgrad child never imports torch."""
+    The tensorgrad child never imports torch. Both keep freed memory for reuse, as the
+    training job does (nn/memory.py; PyTorch's own allocator does so anyway)."""
+    nn.memory.keep_freed_memory()
     tg_model, step = tensorgrad_trainer(config)
     if engine == "pytorch":
         step = torch_trainer(config, tg_model, threads)

@@ -178,6 +178,7 @@ def fail(message):
 def main(argv=None):
     config, given = parse_config(argv)
     out = Path(config.out)
+    nn.memory.keep_freed_memory()   # each step's graph is freed whole: reuse it, don't re-fault it
 
     # a resumed run takes its model, tokenizer and settings from the checkpoint
     if config.resume:

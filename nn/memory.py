@@ -1,0 +1,30 @@
+"""keep_freed_memory(): let a training process reuse its memory instead of re-faulting it.
+
+A tensorgrad training step allocates its activations and gradients afresh (tens of MiB for
+the nanoGPT CPU model) and frees them all when the step's graph goes. glibc's malloc then
+hands the freed top of the heap back to the operating system, and the next step pays the
+kernel to map and zero those pages again: about 5,700 page faults and 15% of a step on this
+team's machines. (PyTorch's allocator keeps such memory; its step faults ~300 pages.)
+Whether it happens depends on the process's history: a job that once allocated and freed a
+large array (say, its dataset) has raised glibc's thresholds already; a small script has
+not. This makes it explicit. It is a process-wide setting, so only an application calls it
+(demos/train_chargpt.py and bench/gpt_step.py do); the library never changes it by itself.
+"""
+import ctypes
+import ctypes.util
+
+M_TRIM_THRESHOLD = -1   # glibc's mallopt parameters (malloc.h)
+M_MMAP_THRESHOLD = -3
+
+
+def keep_freed_memory(limit=256 * 2**20):
+    """Ask glibc's malloc to keep up to `limit` bytes of freed memory for reuse, and to serve
+    arrays up to 32 MiB from that reusable heap. On other C libraries (macOS, Windows, musl)
+    it does nothing. Returns True when the setting was applied."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):   # no libc to load, or one without mallopt
+        return False
+    return bool(mallopt(M_TRIM_THRESHOLD, limit)) and bool(mallopt(M_MMAP_THRESHOLD, 32 * 2**20))
