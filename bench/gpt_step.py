@@ -3,7 +3,9 @@
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/gpt_step.py [--threads 2] [--scaling] [--memory]
 
 Both engines train the same model (bench/torch_gpt.py is nn.GPT's twin, weights copied
-over) on the same batches with the same optimizer. Each engine runs in a fresh process of
+over) on the same batches with the same optimizer, each on --threads threads: tensorgrad's
+split the batch (nn.parallel, as demos/train_chargpt.py trains), PyTorch's split each op.
+Each engine runs in a fresh process of
 its own: in one process, OpenBLAS's worker threads (numpy) and PyTorch's OpenMP threads
 spin-wait for work on the same two cores and slow each other down. The processes
 alternate for --rounds rounds, so drifting machine load hits both alike; each figure is
@@ -70,19 +72,20 @@ def batches(config, count, seed=0):
             for _ in range(count)]
 
 
-def tensorgrad_trainer(config):
+def tensorgrad_trainer(config, threads=1):
+    """The training step of demos/train_chargpt.py: the batch split across `threads`."""
     nn.manual_seed(0)
     model = nn.GPT(config["vocab_size"], config["block_size"], config["n_layer"], config["n_head"],
                    config["n_embd"])
     optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
+    parallel = nn.parallel.DataParallel(model, threads)
 
     def step(x, y):
-        _, loss = model(x, y)
         optimizer.zero_grad()
-        loss.backward()
+        loss = parallel.forward_backward(x, y)
         nn.optim.clip_grad_norm(model.parameters(), GRAD_CLIP)
-        optimizer.step()
-        return loss.item()
+        parallel.step(optimizer)
+        return loss
     return model, step
 
 
@@ -110,7 +113,7 @@ def child(engine, config, steps, threads, warmup=3):
     The tensorgrad child never imports torch. Both keep freed memory for reuse, as the
     training job does (nn/memory.py; PyTorch's own allocator does so anyway)."""
     nn.memory.keep_freed_memory()
-    tg_model, step = tensorgrad_trainer(config)
+    tg_model, step = tensorgrad_trainer(config, threads if engine == "tensorgrad" else 1)
     if engine == "pytorch":
         step = torch_trainer(config, tg_model, threads)
     times = []
@@ -150,14 +153,17 @@ def main():
     parser.add_argument("--child", choices=["tensorgrad", "pytorch"], help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    blas = limit_threads(args.threads)
+    # tensorgrad's threads split the batch (nn.parallel), each multiplying on one BLAS core, as
+    # demos/train_chargpt.py runs; PyTorch's threads split each op
+    blas = limit_threads(1 if args.child == "tensorgrad" else args.threads)
     if args.child:
         return child(args.child, json.loads(args.config), args.steps, args.threads)
 
     has_torch = importlib.util.find_spec("torch") is not None
     engines = ["tensorgrad", "pytorch"] if has_torch else ["tensorgrad"]
     print(f"numpy {np.__version__}, BLAS: {blas}")
-    print(f"pytorch {'installed' if has_torch else 'not installed'}; {args.threads} threads; "
+    print(f"pytorch {'installed' if has_torch else 'not installed'}; {args.threads} threads each "
+          f"(tensorgrad: data-parallel threads with one BLAS thread each; pytorch: intra-op threads); "
           f"{args.rounds} rounds of {args.steps} steps per engine")
     for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         if name in os.environ:

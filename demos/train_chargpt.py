@@ -15,6 +15,7 @@ from it exactly as if the run had never stopped.
 import argparse
 import csv
 import math
+import os
 import signal
 import sys
 import time
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 import nn
@@ -59,6 +61,9 @@ class Config:
     weight_decay: float = flag(0.1, "AdamW weight decay (matrices and embeddings only)")
     grad_clip: float = flag(1.0, "clip the global gradient norm to this; 0 turns clipping off")
     seed: int = flag(1337, "seed of the initial weights, the batches and the samples")
+    threads: int = flag(min(4, os.cpu_count() or 1),
+                        "threads that share each batch (data parallel, each multiplying matrices on one "
+                        "core); 1 runs the model on the whole batch with numpy's own BLAS threads")
     # evaluation and output
     eval_interval: int = flag(250, "steps between evaluations (each also writes the checkpoint)")
     eval_iters: int = flag(20, "batches per split averaged at each evaluation")
@@ -85,7 +90,7 @@ def parse_config(argv=None):
             parser.add_argument(f"--{f.name}", type=f.type, metavar=f.type.__name__.upper(), help=help)
     given = vars(parser.parse_args(argv))   # only the flags on the command line (SUPPRESS)
     config = Config(**given)
-    positive = ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "eval_interval", "eval_iters")
+    positive = ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "eval_interval", "eval_iters", "threads")
     problems = [f"--{name} must be positive" for name in positive if getattr(config, name) <= 0]
     if config.n_embd % config.n_head:
         problems.append(f"--n_embd {config.n_embd} must be divisible by --n_head {config.n_head}")
@@ -205,6 +210,9 @@ def main(argv=None):
                        config.n_embd, config.dropout)
     optimizer = nn.optim.AdamW(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2),
                                weight_decay=config.weight_decay)
+    if config.threads > 1:
+        threadpool_limits(1)   # the threads are the parallelism: one BLAS core each, not two apiece
+    parallel = nn.parallel.DataParallel(model, config.threads)
     if config.resume:   # everything that decides the next step, as the checkpoint left it
         nn.load(out, optimizer)   # a second read: the moments need the optimizer to exist
         nn.rng.set_state(meta["rng"])
@@ -245,21 +253,21 @@ def main(argv=None):
         if config.sample_every and step % config.sample_every == 0 and step > 0:
             tqdm.write(f"--- sample at step {step} ---\n{sample(model, corpus.tokenizer, config.seed)}\n---")
 
-        # one optimizer step, as nanoGPT takes it
+        # one optimizer step, as nanoGPT takes it; forward_backward is `_, loss = model(x, y);
+        # loss.backward()` with the batch split across --threads (nn/parallel.py)
         t0 = time.perf_counter()
         optimizer.lr = nn.optim.cosine_lr(step, config.lr, config.min_lr, config.warmup_iters, decay_iters)
         x, y = data.get_batch(corpus.train, config.block_size, config.batch_size, batch_rng)
-        _, loss = model(x, y)
         optimizer.zero_grad()
-        loss.backward()
+        loss = parallel.forward_backward(x, y)
         if config.grad_clip:
             nn.optim.clip_grad_norm(model.parameters(), config.grad_clip)
-        optimizer.step()
+        parallel.step(optimizer)   # optimizer.step(), its parameters split across the threads
         step += 1
         dt = time.perf_counter() - t0
         train_seconds += dt
         bar.update()
-        bar.set_postfix_str(f"loss {loss.item():.4f}, {dt * 1000:.0f} ms/iter, "
+        bar.set_postfix_str(f"loss {loss:.4f}, {dt * 1000:.0f} ms/iter, "
                             f"{config.batch_size * config.block_size / dt:,.0f} tokens/s")
     bar.close()
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from tensorgrad import Tensor, make_op
 
-from .rng import generator
+from . import rng as nn_rng
 
 
 def softmax(x, axis=-1):
@@ -101,7 +101,7 @@ def dropout(x, p, training=True, rng=None):
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
     if not training or p == 0:
         return x
-    keep = (rng or generator).random(x.shape) >= p
+    keep = (rng or nn_rng.current()).random(x.shape) >= p
     scale = (keep / (1 - p)).astype(x.dtype)
     return make_op("dropout", x.data * scale, (x,), (lambda g: g * scale,))   # d/dx = mask / (1-p)
 
@@ -154,7 +154,7 @@ def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dro
     weights /= totals                                              # (..., T, S), rows sum to 1
     dropped, drop_scale = weights, None
     if dropout_p and training:
-        keep = (rng or generator).random(weights.shape) >= dropout_p
+        keep = (rng or nn_rng.current()).random(weights.shape) >= dropout_p
         drop_scale = (keep / (1 - dropout_p)).astype(weights.dtype)   # mask / (1-p)
         dropped = weights * drop_scale
     out = dropped @ v.data                                         # (..., T, dv)

@@ -6,6 +6,7 @@ subclass needs no registration calls (and no super().__init__()). Calling a modu
 its forward() inside tg.scope(<its name>), which is how graph drawings group ops by layer;
 the outermost call also labels unlabelled parameters with their dotted names.
 """
+import threading
 import weakref
 
 import numpy as np
@@ -22,7 +23,12 @@ class Parameter(Tensor):
         super().__init__(data, requires_grad=True, dtype=dtype)
 
 
-_running = []  # modules whose forward() is running, innermost last
+class _Calls(threading.local):
+    def __init__(self):
+        self.running = []   # this thread's modules whose forward() is running, innermost last
+
+
+_calls = _Calls()
 _child_names = weakref.WeakKeyDictionary()   # module -> {id(descendant): dotted name}
 _labelled = weakref.WeakSet()                # modules whose parameters carry their names
 
@@ -34,8 +40,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
-        caller = _running[-1] if _running else None
-        _running.append(self)
+        running = _calls.running
+        caller = running[-1] if running else None
+        running.append(self)
         try:
             if caller is None:  # the outermost call: its ops are the graph's top level
                 self._label_parameters()
@@ -43,7 +50,7 @@ class Module:
             with tg.scope(caller._name_of(self)):
                 return self.forward(*args, **kwargs)
         finally:
-            _running.pop()
+            running.pop()
 
     def _name_of(self, module):
         """The dotted name of `module` inside this one ("h.0"), or its class name if not

@@ -22,9 +22,11 @@ class Optimizer:
         for p in self.params:
             p.grad = None
 
-    def step(self):
-        """Update every parameter that has a gradient (one without is left alone)."""
-        for i, p in enumerate(self.params):
+    def step(self, indices=None):
+        """Update every parameter that has a gradient (one without is left alone); with
+        `indices`, only those parameters (nn.parallel updates groups in separate threads)."""
+        for i in range(len(self.params)) if indices is None else indices:
+            p = self.params[i]
             if p.grad is not None:
                 self.updates[i] += 1
                 self.update(i, p.data, p.grad)

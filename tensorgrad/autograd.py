@@ -9,12 +9,14 @@ at each node:
     input.grad += vjp(node.grad)        (upstream gradient x local derivative)
 """
 import contextlib
+import threading
 
 import numpy as np
 
 
-class _Modes:
-    """Switches read by every op (one process-wide state, like micrograd's simplicity)."""
+class _Modes(threading.local):
+    """Switches read by every op. Each thread has its own (as in PyTorch), starting from
+    these defaults, so threads can build separate graphs at the same time."""
     grad_enabled = True   # False inside no_grad(): ops build no graph
     anomaly = False       # True inside detect_anomaly(): every op checks for nan/inf
     scope = ()            # names of the open scope() blocks, outermost first
