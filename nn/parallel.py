@@ -30,8 +30,14 @@ class DataParallel:
         if threads < 1:
             raise ValueError(f"DataParallel: threads must be at least 1, got {threads}")
         self.model, self.threads = model, threads
-        self.replicas = [replica(model) for _ in range(threads)] if threads > 1 else []
         self.pool = ThreadPoolExecutor(threads) if threads > 1 else None
+        self._replicate()
+
+    def _replicate(self):
+        """One replica per thread, and the parameter lists, in order, of the model and of each."""
+        self.replicas = [replica(self.model) for _ in range(self.threads)] if self.threads > 1 else []
+        self.params = self.model.parameters()
+        self.twins = [r.parameters() for r in self.replicas]
 
     def forward_backward(self, x, y):
         """The model's mean loss on the batch (x, y) as a float, with d loss / d parameter
@@ -42,14 +48,13 @@ class DataParallel:
             _, loss = self.model(x, y)
             loss.backward()
             return loss.item()
-        if any(twin.data is not p.data for r in self.replicas
-               for p, twin in zip(self.model.parameters(), r.parameters())):
-            self.replicas = [replica(self.model) for _ in range(self.threads)]   # arrays were replaced
+        if any(twin.data is not p.data for twins in self.twins for p, twin in zip(self.params, twins)):
+            self._replicate()   # the model's arrays were replaced (Module.to): share the new ones
         parts = [rows for rows in np.array_split(np.arange(len(x)), self.threads) if len(rows)]
         seeds = rng.current().integers(2**63, size=len(parts))   # one dropout stream per part
         losses = list(self.pool.map(self._part, self.replicas, [(x[r], y[r]) for r in parts],
                                     [len(r) / len(x) for r in parts], seeds))
-        for p, *twins in zip(self.model.parameters(), *(r.parameters() for r in self.replicas)):
+        for p, *twins in zip(self.params, *self.twins[:len(parts)]):   # the replicas that ran
             grads = [t.grad for t in twins if t.grad is not None]
             if grads:
                 total = grads[0]   # the replica's own fresh array (zero_grad drops it next step)

@@ -113,3 +113,17 @@ def test_a_thread_starts_with_its_own_grad_mode_and_scope():
 def test_threads_must_be_positive():
     with pytest.raises(ValueError, match="threads must be at least 1"):
         nn.parallel.DataParallel(gpt(), 0)
+
+
+def test_a_batch_smaller_than_the_threads_ignores_the_idle_replicas_old_gradients():
+    model, (x, y) = gpt(), batch(6)
+    parallel = nn.parallel.DataParallel(model, 4)
+    parallel.forward_backward(x, y)   # every replica runs and keeps gradients
+    model.zero_grad()
+    parallel.forward_backward(x[:1], y[:1])   # one row: only the first replica runs
+    got = grads(model)
+    model.zero_grad()
+    _, loss = model(x[:1], y[:1])
+    loss.backward()
+    for g, expected in zip(got, grads(model)):
+        np.testing.assert_allclose(g, expected, rtol=1e-5, atol=1e-7)
