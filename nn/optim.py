@@ -80,7 +80,8 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam: running means of g (m) and g^2 (v), bias-corrected, step = lr * m / (sqrt(v) + eps)."""
+    """Adam: running means of g (m) and g^2 (v), bias-corrected, step = lr * m / (sqrt(v) + eps).
+    Each update works in one scratch array per parameter: no temporary arrays to allocate."""
     STATE = ("m", "v")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
@@ -88,20 +89,24 @@ class Adam(Optimizer):
         self.betas, self.eps = betas, eps
         self.m = [np.zeros_like(p.data) for p in self.params]
         self.v = [np.zeros_like(p.data) for p in self.params]
+        self.scratch = [np.empty_like(p.data) for p in self.params]
 
     def update(self, i, w, g):
         beta1, beta2 = self.betas
-        m, v = self.m[i], self.v[i]
+        m, v, tmp, t = self.m[i], self.v[i], self.scratch[i], self.updates[i]
+        np.multiply(g, 1 - beta1, out=tmp)
         m *= beta1
-        m += (1 - beta1) * g                          # m = beta1 m + (1 - beta1) g
+        m += tmp                                      # m = beta1 m + (1 - beta1) g
+        np.multiply(g, g, out=tmp)
+        tmp *= 1 - beta2
         v *= beta2
-        v += (1 - beta2) * (g * g)                    # v = beta2 v + (1 - beta2) g^2
-        t = self.updates[i]
-        m_hat_scale = 1 / (1 - beta1 ** t)   # bias corrections: the moments start at 0
-        v_hat_scale = 1 / (1 - beta2 ** t)
-        denominator = np.sqrt(v * v_hat_scale)
-        denominator += self.eps
-        w -= (self.lr * m_hat_scale) * m / denominator
+        v += tmp                                      # v = beta2 v + (1 - beta2) g^2
+        np.multiply(v, 1 / (1 - beta2 ** t), out=tmp)  # bias corrections: the moments start at 0
+        np.sqrt(tmp, out=tmp)
+        tmp += self.eps
+        np.divide(m, tmp, out=tmp)
+        tmp *= self.lr / (1 - beta1 ** t)
+        w -= tmp                                      # w -= lr * m_hat / (sqrt(v_hat) + eps)
 
 
 class AdamW(Adam):
