@@ -129,7 +129,8 @@ def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dro
                          "fit: expected q (..., T, d), k (..., S, d), v (..., S, dv)")
     scale = np.asarray(1 / np.sqrt(q.shape[-1]), dtype=q.dtype)
     q_scaled = q.data * scale                 # (..., T, d): cheaper to scale than the (T, S) scores
-    k_t = np.swapaxes(k.data, -1, -2)         # (..., d, S)
+    k_data, v_data = np.ascontiguousarray(k.data), np.ascontiguousarray(v.data)   # BLAS-friendly
+    k_t = np.swapaxes(k_data, -1, -2)         # (..., d, S)
     ones = np.ones((k.shape[-2], 1), q.dtype)  # x @ ones sums rows: several times faster than .sum(-1)
 
     def scores():                             # (..., T, S)
@@ -157,7 +158,7 @@ def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dro
         keep = (rng or nn_rng.current()).random(weights.shape) >= dropout_p
         drop_scale = (keep / (1 - dropout_p)).astype(weights.dtype)   # mask / (1-p)
         dropped = weights * drop_scale
-    out = dropped @ v.data                                         # (..., T, dv)
+    out = dropped @ v_data                                         # (..., T, dv)
 
     saved = {}
 
@@ -165,7 +166,7 @@ def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dro
         """dL/d(q_scaled k^T), computed once per backward for both q's and k's vjps."""
         if saved.get("g") is not g:
             # out = A v with A = dropout(W): dL/dA = g v^T; through dropout: dL/dW = dL/dA * mask/(1-p)
-            grad = g @ np.swapaxes(v.data, -1, -2)
+            grad = g @ np.swapaxes(v_data, -1, -2)
             if drop_scale is not None:
                 grad *= drop_scale
             # softmax: dL/ds = W * (dL/dW - sum_j dL/dW_j W_j); masked entries have W = 0
@@ -175,7 +176,7 @@ def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dro
         return saved["grad"]
 
     def grad_q(g):  # s = (q * scale) k^T: ds/dq = k * scale
-        grad = grad_scores(g) @ k.data
+        grad = grad_scores(g) @ k_data
         grad *= scale
         return grad
 
