@@ -14,6 +14,25 @@ from tensorgrad import Tensor, make_op
 from . import rng as nn_rng
 
 
+def linear(x, weight, bias=None):
+    """x @ weight + bias for x (..., in), weight (in, out), bias (out,): one op instead of two,
+    so the bias is added into the matmul's output in place rather than into a second
+    activation-sized array (~6% of a GPT training step)."""
+    if x.shape[-1] != weight.shape[0]:
+        raise ValueError(f"linear: input of shape {x.shape} has {x.shape[-1]} features, "
+                         f"expected {weight.shape[0]} (weight of shape {weight.shape})")
+    rows = x.data.reshape(-1, x.shape[-1])                         # (N, in): every row at once
+    out = rows @ weight.data                                       # (N, out)
+    if bias is not None:
+        out += bias.data
+    flat = lambda g: g.reshape(-1, g.shape[-1])                    # dL/dout as (N, out)
+    inputs = (x, weight) if bias is None else (x, weight, bias)
+    vjps = (lambda g: (flat(g) @ weight.data.T).reshape(x.shape),  # d(xW)/dx: g W^T
+            lambda g: rows.T @ flat(g),                            # d(xW)/dW: x^T g, summed over rows
+            lambda g: flat(g).sum(axis=0))                         # d(b)/db: g summed over rows
+    return make_op("linear", out.reshape(*x.shape[:-1], weight.shape[1]), inputs, vjps[:len(inputs)])
+
+
 def softmax(x, axis=-1):
     return x.softmax(axis)
 

@@ -21,11 +21,7 @@ class Linear(Module):
         self.bias = Parameter(generator.uniform(-bound, bound, out_features).astype(np.float32)) if bias else None
 
     def forward(self, x):
-        if x.shape[-1] != self.weight.shape[0]:
-            raise ValueError(f"Linear: input of shape {x.shape} has {x.shape[-1]} features, "
-                             f"expected {self.weight.shape[0]}")
-        y = x @ self.weight
-        return y if self.bias is None else y + self.bias
+        return F.linear(x, self.weight, self.bias)   # x @ W + b, fused
 
     def extra_repr(self):
         return f"{self.weight.shape[0]}, {self.weight.shape[1]}, bias={self.bias is not None}"
