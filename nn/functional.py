@@ -1,9 +1,10 @@
 """nn.functional: the transformer's functions as fused tensorgrad ops.
 
 Each op here could be composed from the engine's primitives (tests check that it equals
-that composition in value and gradient); fusing it means one node in the graph, one
-numpy pass for the forward and a hand-derived backward, which is what makes training fast.
-Every backward below states its derivation.
+that composition in value and gradient); fusing it means one node in the graph, numpy work
+arranged to pass over memory as few times as it can (in place where safe), and a
+hand-derived backward: that is what makes training fast. Every backward states its
+derivation.
 """
 import functools
 
