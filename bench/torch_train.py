@@ -29,21 +29,14 @@ from nn import data  # noqa: E402
 
 
 def full_split_loss(model, split, block_size, batch_size):
-    """Mean cross-entropy over all len(split) - 1 predictions, windows as in train_chargpt.py."""
-    n = len(split) - 1
-    whole = n // block_size * block_size
-    x = split[:whole].reshape(-1, block_size)
-    y = split[1:whole + 1].reshape(-1, block_size)
-    batches = [(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, len(x), batch_size)]
-    if whole < n:
-        batches.append((split[whole:n][None], split[whole + 1:][None]))
+    """Mean cross-entropy over all len(split) - 1 predictions, on train_chargpt.py's windows."""
     total = 0.0
     model.eval()
     with torch.no_grad():
-        for xb, yb in batches:
+        for xb, yb in data.whole_split_batches(split, block_size, batch_size):
             total += model(torch.from_numpy(xb), torch.from_numpy(yb))[1].item() * xb.size
     model.train()
-    return total / n
+    return total / (len(split) - 1)
 
 
 def main():

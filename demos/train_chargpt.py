@@ -153,27 +153,19 @@ def estimate_loss(model, corpus, config):
 
 
 def full_split_loss(model, split, block_size, batch_size, interrupt):
-    """Mean cross-entropy of all len(split) - 1 next-token predictions of `split`: every
-    token but the first is predicted once, from the tokens before it in its window. The
-    windows are consecutive, non-overlapping block_size slices (the last one shorter), so
-    a prediction sees 0 to block_size - 1 earlier tokens, as in sampling from scratch.
-    Returns None if Ctrl-C interrupts it."""
-    n = len(split) - 1
-    whole = n // block_size * block_size
-    x = split[:whole].reshape(-1, block_size)          # (windows, T)
-    y = split[1:whole + 1].reshape(-1, block_size)     # each input's next token
-    batches = [(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, len(x), batch_size)]
-    if whole < n:                                      # the tail: one shorter window
-        batches.append((split[whole:n][None], split[whole + 1:][None]))
+    """Mean cross-entropy of all len(split) - 1 next-token predictions of `split`, each
+    predicted once from the tokens before it in its window (data.whole_split_batches), as
+    in sampling from scratch. Returns None if Ctrl-C interrupts it."""
     total = 0.0   # summed over predictions in float64: no drift over 1e5 terms
     model.eval()
     with tg.no_grad():
-        for xb, yb in tqdm(batches, desc="full val split", leave=False):
+        for xb, yb in tqdm(data.whole_split_batches(split, block_size, batch_size),
+                           desc="full val split", leave=False):
             if interrupt.requested:
                 break
             total += model(xb, yb)[1].item() * xb.size   # the batch's mean loss times its predictions
     model.train()
-    return None if interrupt.requested else total / n
+    return None if interrupt.requested else total / (len(split) - 1)
 
 
 def fail(message):

@@ -144,6 +144,20 @@ def get_batch(split, block_size, batch_size, rng):
     return windows[:, :-1], windows[:, 1:]
 
 
+def whole_split_batches(split, block_size, batch_size):
+    """Every next-token prediction of `split` once, as (x, y) batches of int64 windows: the
+    windows are consecutive, non-overlapping block_size slices (the last one shorter), so
+    each of the len(split) - 1 predictions sees 0 to block_size - 1 earlier tokens."""
+    n = len(split) - 1
+    whole = n // block_size * block_size
+    x = split[:whole].reshape(-1, block_size)          # (windows, T)
+    y = split[1:whole + 1].reshape(-1, block_size)     # each input's next token
+    batches = [(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, len(x), batch_size)]
+    if whole < n:                                      # the tail: one shorter window
+        batches.append((split[whole:n][None], split[whole + 1:][None]))
+    return batches
+
+
 # ---- corpora ------------------------------------------------------------------------
 
 @dataclass(frozen=True)

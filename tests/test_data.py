@@ -215,3 +215,13 @@ def test_cache_folder_honours_the_environment(monkeypatch, tmp_path):
     assert data.cache_folder() == str(tmp_path)
     monkeypatch.delenv("TENSORGRAD_CACHE")
     assert data.cache_folder().endswith("tensorgrad")
+
+
+def test_whole_split_batches_predict_every_token_but_the_first_once():
+    split = np.arange(23)
+    batches = data.whole_split_batches(split, block_size=5, batch_size=2)
+    xs = np.concatenate([x.ravel() for x, _ in batches])
+    ys = np.concatenate([y.ravel() for _, y in batches])
+    np.testing.assert_array_equal(xs, split[:-1])
+    np.testing.assert_array_equal(ys, split[1:])
+    assert [x.shape for x, _ in batches] == [(2, 5), (2, 5), (1, 2)]
