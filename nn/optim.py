@@ -93,19 +93,25 @@ class Adam(Optimizer):
 
     def update(self, i, w, g):
         beta1, beta2 = self.betas
-        m, v, tmp, t = self.m[i], self.v[i], self.scratch[i], self.updates[i]
-        np.multiply(g, 1 - beta1, out=tmp)
-        m *= beta1
+        m, v, tmp = self.m[i], self.v[i], self.scratch[i]
+        # t as a python int: a numpy int64 would make the scalar factors below numpy float64s,
+        # and numpy would then run each pass over these float32 arrays in float64 (2x slower)
+        t = int(self.updates[i])
+        np.subtract(g, m, out=tmp)
+        tmp *= 1 - beta1
         m += tmp                                      # m = beta1 m + (1 - beta1) g
         np.multiply(g, g, out=tmp)
+        tmp -= v
         tmp *= 1 - beta2
-        v *= beta2
         v += tmp                                      # v = beta2 v + (1 - beta2) g^2
-        np.multiply(v, 1 / (1 - beta2 ** t), out=tmp)  # bias corrections: the moments start at 0
-        np.sqrt(tmp, out=tmp)
-        tmp += self.eps
+        # The bias corrections (the moments start at 0) are m / c1 and v / c2 with
+        # c = 1 - beta^t; lr (m / c1) / (sqrt(v / c2) + eps) = step * m / (sqrt(v) + eps sqrt(c2))
+        # with step = lr sqrt(c2) / c1: two scalars instead of two more passes over the arrays.
+        root_c2 = math.sqrt(1 - beta2 ** t)
+        np.sqrt(v, out=tmp)
+        tmp += self.eps * root_c2
         np.divide(m, tmp, out=tmp)
-        tmp *= self.lr / (1 - beta1 ** t)
+        tmp *= self.lr * root_c2 / (1 - beta1 ** t)
         w -= tmp                                      # w -= lr * m_hat / (sqrt(v_hat) + eps)
 
 
