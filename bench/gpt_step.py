@@ -3,15 +3,17 @@
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/gpt_step.py [--threads 2] [--scaling] [--memory]
 
 Both engines train the same model (bench/torch_gpt.py is nn.GPT's twin, weights copied
-over) on the same batches with the same optimizer, each on --threads threads: tensorgrad's
-split the batch (nn.parallel, as demos/train_chargpt.py trains), PyTorch's split each op.
+over) on the same batches with the same optimizer, each on --threads cores: tensorgrad
+splits the batch across that many processes of one BLAS thread each (nn.parallel, as
+demos/train_chargpt.py trains), PyTorch splits each op across that many threads.
 Each engine runs in a fresh process of
 its own: in one process, OpenBLAS's worker threads (numpy) and PyTorch's OpenMP threads
 spin-wait for work on the same two cores and slow each other down. The processes
 alternate for --rounds rounds, so drifting machine load hits both alike; each figure is
 the median over rounds of each process's median step. MFU is the step's matmul FLOPs per
 second over the float32 matmul rate numpy reaches on this machine, measured at the start.
---memory reports each engine's peak resident memory over a 200-step run. PyTorch is
+--memory reports each engine's peak resident memory over a 200-step run (tensorgrad's
+with its worker processes': their peaks added, so pages they share count twice). PyTorch is
 optional: without it only tensorgrad's figures are printed.
 """
 import argparse
@@ -72,21 +74,22 @@ def batches(config, count, seed=0):
             for _ in range(count)]
 
 
-def tensorgrad_trainer(config, threads=1):
-    """The training step of demos/train_chargpt.py: the batch split across `threads`."""
+def tensorgrad_trainer(config, processes=1):
+    """The training step of demos/train_chargpt.py: the batch split across `processes`.
+    Returns (model, step, parallel)."""
     nn.manual_seed(0)
     model = nn.GPT(config["vocab_size"], config["block_size"], config["n_layer"], config["n_head"],
                    config["n_embd"])
     optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
-    parallel = nn.parallel.DataParallel(model, threads)
+    parallel = nn.parallel.DataParallel(model, processes)
 
     def step(x, y):
         optimizer.zero_grad()
         loss = parallel.forward_backward(x, y)
         nn.optim.clip_grad_norm(model.parameters(), GRAD_CLIP)
-        parallel.step(optimizer)
+        optimizer.step()
         return loss
-    return model, step
+    return model, step, parallel
 
 
 def torch_trainer(config, tg_model, threads):
@@ -113,7 +116,7 @@ def child(engine, config, steps, threads, warmup=3):
     The tensorgrad child never imports torch. Both keep freed memory for reuse, as the
     training job does (nn/memory.py; PyTorch's own allocator does so anyway)."""
     nn.memory.keep_freed_memory()
-    tg_model, step = tensorgrad_trainer(config, threads if engine == "tensorgrad" else 1)
+    tg_model, step, parallel = tensorgrad_trainer(config, threads if engine == "tensorgrad" else 1)
     if engine == "pytorch":
         step = torch_trainer(config, tg_model, threads)
     times = []
@@ -122,7 +125,17 @@ def child(engine, config, steps, threads, warmup=3):
         step(x, y)
         if i >= warmup:
             times.append(time.perf_counter() - start)
-    print(1e3 * float(np.median(times)), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    workers = [process.pid for _, process, _ in parallel.workers] if engine == "tensorgrad" else []
+    print(1e3 * float(np.median(times)), sum(peak_mib(pid) for pid in ["self", *workers]))
+
+
+def peak_mib(pid):
+    """Peak resident memory of a process (VmHWM in /proc, Linux); getrusage for this one elsewhere."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def run_child(engine, config, steps, threads):
@@ -145,7 +158,7 @@ def compare(config, steps, threads, rounds, engines):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--threads", type=int, default=2, help="BLAS and torch threads (default 2)")
+    parser.add_argument("--threads", type=int, default=2, help="cores per engine (default 2)")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per process (default 30)")
     parser.add_argument("--rounds", type=int, default=3, help="processes per engine, alternating (default 3)")
     parser.add_argument("--scaling", action="store_true", help="also n_embd 256, 384 and block 128, 256")
@@ -153,7 +166,7 @@ def main():
     parser.add_argument("--child", choices=["tensorgrad", "pytorch"], help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    # tensorgrad's threads split the batch (nn.parallel), each multiplying on one BLAS core, as
+    # tensorgrad's processes split the batch (nn.parallel), each multiplying on one BLAS core, as
     # demos/train_chargpt.py runs; PyTorch's threads split each op
     blas = limit_threads(1 if args.child == "tensorgrad" else args.threads)
     if args.child:
@@ -163,7 +176,7 @@ def main():
     engines = ["tensorgrad", "pytorch"] if has_torch else ["tensorgrad"]
     print(f"numpy {np.__version__}, BLAS: {blas}")
     print(f"pytorch {'installed' if has_torch else 'not installed'}; {args.threads} threads each "
-          f"(tensorgrad: data-parallel threads with one BLAS thread each; pytorch: intra-op threads); "
+          f"(tensorgrad: data-parallel processes with one BLAS thread each; pytorch: intra-op threads); "
           f"{args.rounds} rounds of {args.steps} steps per engine")
     for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         if name in os.environ:

@@ -27,7 +27,6 @@ from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 import nn
-import tensorgrad as tg
 from nn import data
 
 
@@ -61,9 +60,10 @@ class Config:
     weight_decay: float = flag(0.1, "AdamW weight decay (matrices and embeddings only)")
     grad_clip: float = flag(1.0, "clip the global gradient norm to this; 0 turns clipping off")
     seed: int = flag(1337, "seed of the initial weights, the batches and the samples")
-    threads: int = flag(min(4, os.cpu_count() or 1),
-                        "threads that share each batch (data parallel, each multiplying matrices on one "
-                        "core); 1 runs the model on the whole batch with numpy's own BLAS threads")
+    processes: int = flag(min(4, os.cpu_count() or 1),
+                          "processes that share each batch and each evaluation (data parallel, each "
+                          "multiplying matrices on one core); 1 runs the model on the whole batch "
+                          "with numpy's own BLAS threads")
     # evaluation and output
     eval_interval: int = flag(250, "steps between evaluations (each also writes the checkpoint)")
     eval_iters: int = flag(20, "batches per split averaged at each evaluation")
@@ -90,7 +90,7 @@ def parse_config(argv=None):
             parser.add_argument(f"--{f.name}", type=f.type, metavar=f.type.__name__.upper(), help=help)
     given = vars(parser.parse_args(argv))   # only the flags on the command line (SUPPRESS)
     config = Config(**given)
-    positive = ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "eval_interval", "eval_iters", "threads")
+    positive = ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "eval_interval", "eval_iters", "processes")
     problems = [f"--{name} must be positive" for name in positive if getattr(config, name) <= 0]
     if config.n_embd % config.n_head:
         problems.append(f"--n_embd {config.n_embd} must be divisible by --n_head {config.n_head}")
@@ -135,36 +135,35 @@ def sample(model, tokenizer, seed, length=SAMPLE_CHARS):
     return tokenizer.decode(ids[0])
 
 
-def estimate_loss(model, corpus, config):
-    """Mean loss of eval_iters batches of each split, in eval mode without a graph. The
-    batches come from a generator reseeded each time: every evaluation sees the same
-    batches (so two evaluations differ only by the model), and the training's stream of
-    batches stays untouched (so a resumed run matches an unbroken one)."""
+def estimate_loss(parallel, corpus, config):
+    """Mean loss of eval_iters batches of each split, in eval mode without a graph, each
+    batch split across the processes. The batches come from a generator reseeded each
+    time: every evaluation sees the same batches (so two evaluations differ only by the
+    model), and the training's stream of batches stays untouched (so a resumed run matches
+    an unbroken one)."""
     rng = np.random.default_rng([config.seed, 1])
-    model.eval()
+    parallel.model.eval()
     losses = {}
-    with tg.no_grad():
-        for split in ("train", "val"):
-            batches = (data.get_batch(getattr(corpus, split), config.block_size, config.batch_size, rng)
-                       for _ in range(config.eval_iters))
-            losses[split] = float(np.mean([model(x, y)[1].item() for x, y in batches]))
-    model.train()
+    for split in ("train", "val"):
+        batches = (data.get_batch(getattr(corpus, split), config.block_size, config.batch_size, rng)
+                   for _ in range(config.eval_iters))
+        losses[split] = float(np.mean([parallel.loss(x, y) for x, y in batches]))
+    parallel.model.train()
     return losses
 
 
-def full_split_loss(model, split, block_size, batch_size, interrupt):
+def full_split_loss(parallel, split, block_size, batch_size, interrupt):
     """Mean cross-entropy of all len(split) - 1 next-token predictions of `split`, each
     predicted once from the tokens before it in its window (data.whole_split_batches), as
     in sampling from scratch. Returns None if Ctrl-C interrupts it."""
     total = 0.0   # summed over predictions in float64: no drift over 1e5 terms
-    model.eval()
-    with tg.no_grad():
-        for xb, yb in tqdm(data.whole_split_batches(split, block_size, batch_size),
-                           desc="full val split", leave=False):
-            if interrupt.requested:
-                break
-            total += model(xb, yb)[1].item() * xb.size   # the batch's mean loss times its predictions
-    model.train()
+    parallel.model.eval()
+    for xb, yb in tqdm(data.whole_split_batches(split, block_size, batch_size),
+                       desc="full val split", leave=False):
+        if interrupt.requested:
+            break
+        total += parallel.loss(xb, yb) * xb.size   # the batch's mean loss times its predictions
+    parallel.model.train()
     return None if interrupt.requested else total / (len(split) - 1)
 
 
@@ -184,7 +183,9 @@ def main(argv=None):
                    for name in MODEL_FIELDS if name in given and given[name] != meta["config"][name]]
         if changed:
             fail(f"--resume cannot change the model's shape: {', '.join(changed)}; drop those flags")
-        config = Config(**{**meta["config"], **given, "out": str(out)})
+        known = {f.name for f in fields(Config)}   # a setting an older version had is dropped
+        saved = {name: value for name, value in meta["config"].items() if name in known}
+        config = Config(**{**saved, **given, "out": str(out)})
 
     text, about = data.load_corpus(config.data)
     print(f"corpus: {about}")
@@ -202,9 +203,9 @@ def main(argv=None):
                        config.n_embd, config.dropout)
     optimizer = nn.optim.AdamW(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2),
                                weight_decay=config.weight_decay)
-    if config.threads > 1:
-        threadpool_limits(1)   # the threads are the parallelism: one BLAS core each, not two apiece
-    parallel = nn.parallel.DataParallel(model, config.threads)
+    if config.processes > 1:
+        threadpool_limits(1)   # the processes are the parallelism: one BLAS core each, not two apiece
+    parallel = nn.parallel.DataParallel(model, config.processes)   # forks its workers now
     if config.resume:   # everything that decides the next step, as the checkpoint left it
         nn.load(out, optimizer)   # a second read: the moments need the optimizer to exist
         nn.rng.set_state(meta["rng"])
@@ -222,7 +223,7 @@ def main(argv=None):
         nonlocal best_val_loss
         if history and history[-1][0] == step:   # a resumed run: its checkpoint did this one
             return
-        losses = estimate_loss(model, corpus, config)
+        losses = estimate_loss(parallel, corpus, config)
         lr = nn.optim.cosine_lr(step, config.lr, config.min_lr, config.warmup_iters, decay_iters)
         history.append([step, losses["train"], losses["val"], lr])
         best_val_loss = min(losses["val"], best_val_loss or math.inf)
@@ -246,7 +247,7 @@ def main(argv=None):
             tqdm.write(f"--- sample at step {step} ---\n{sample(model, corpus.tokenizer, config.seed)}\n---")
 
         # one optimizer step, as nanoGPT takes it; forward_backward is `_, loss = model(x, y);
-        # loss.backward()` with the batch split across --threads (nn/parallel.py)
+        # loss.backward()` with the batch split across --processes (nn/parallel.py)
         t0 = time.perf_counter()
         optimizer.lr = nn.optim.cosine_lr(step, config.lr, config.min_lr, config.warmup_iters, decay_iters)
         x, y = data.get_batch(corpus.train, config.block_size, config.batch_size, batch_rng)
@@ -254,7 +255,7 @@ def main(argv=None):
         loss = parallel.forward_backward(x, y)
         if config.grad_clip:
             nn.optim.clip_grad_norm(model.parameters(), config.grad_clip)
-        parallel.step(optimizer)   # optimizer.step(), its parameters split across the threads
+        optimizer.step()
         step += 1
         dt = time.perf_counter() - t0
         train_seconds += dt
@@ -266,7 +267,7 @@ def main(argv=None):
     full = None
     if not interrupt.requested:
         evaluate(step)
-        full = full_split_loss(model, corpus.val, config.block_size, config.batch_size, interrupt)
+        full = full_split_loss(parallel, corpus.val, config.block_size, config.batch_size, interrupt)
     if full is None:   # Ctrl-C, in training or in the final evaluation
         save(step)
         plot_losses(history, out)

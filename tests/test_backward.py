@@ -2,6 +2,7 @@
 detect_anomaly, scopes and the printed chain-rule trace."""
 import gc
 import re
+import threading
 import tracemalloc
 import weakref
 
@@ -444,3 +445,19 @@ def test_trace_respects_retain_graph(capsys):
     np.testing.assert_array_equal(x.grad, 4 * x.data)
     with pytest.raises(RuntimeError, match="retain_graph"):
         loss.backward(trace=True)
+
+
+def test_a_thread_starts_with_its_own_grad_mode_and_scope():
+    seen = {}
+
+    def worker():
+        x = tg.tensor([1.0, 2.0], requires_grad=True)
+        seen["requires_grad"] = (x * 2).requires_grad
+        with tg.scope("worker"):
+            seen["scope"] = (x * 2)._scope
+
+    with tg.no_grad(), tg.scope("main"):
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+    assert seen == {"requires_grad": True, "scope": ("worker",)}

@@ -1,6 +1,4 @@
-"""nn.parallel.DataParallel: the batch split across threads gives the serial step's result."""
-import threading
-
+"""nn.parallel.DataParallel: the batch split across processes gives the serial step's result."""
 import numpy as np
 import pytest
 
@@ -22,17 +20,25 @@ def grads(model):
     return [p.grad.copy() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("rows, threads", [(6, 2), (5, 2), (7, 3), (2, 4)])
-def test_the_parallel_loss_and_gradients_equal_one_backward_on_the_whole_batch(rows, threads):
-    model, (x, y) = gpt(), batch(rows)
+def serial_loss_and_grads(model, x, y):
+    model.zero_grad()
     _, loss = model(x, y)
     loss.backward()
-    serial = grads(model)
+    found = loss.item(), grads(model)
     model.zero_grad()
-    parallel_loss = nn.parallel.DataParallel(model, threads).forward_backward(x, y)
-    assert parallel_loss == pytest.approx(loss.item(), rel=1e-6)
+    return found
+
+
+@pytest.mark.parametrize("rows, processes", [(6, 2), (5, 2), (7, 3), (2, 4)])
+def test_the_parallel_loss_and_gradients_equal_one_backward_on_the_whole_batch(rows, processes):
+    model, (x, y) = gpt(), batch(rows)
+    loss, serial = serial_loss_and_grads(model, x, y)
+    parallel = nn.parallel.DataParallel(model, processes)
+    assert len(parallel.workers) == processes - 1
+    assert parallel.forward_backward(x, y) == pytest.approx(loss, rel=1e-6)
     for p, expected in zip(model.parameters(), serial):
         np.testing.assert_allclose(p.grad, expected, rtol=1e-4, atol=1e-6)
+    parallel.close()
 
 
 def test_gradients_accumulate_into_existing_ones_as_backward_does():
@@ -43,6 +49,22 @@ def test_gradients_accumulate_into_existing_ones_as_backward_does():
     parallel.forward_backward(x, y)
     for p, g in zip(model.parameters(), once):
         np.testing.assert_allclose(p.grad, 2 * g, rtol=1e-5, atol=1e-7)
+    parallel.close()
+
+
+def test_the_workers_see_every_in_place_update_of_the_weights():
+    model, (x, y) = gpt(), batch()
+    parallel = nn.parallel.DataParallel(model, 2)
+    optimizer = nn.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(3):   # the optimizer writes into the shared arrays, here in the main process
+        optimizer.zero_grad()
+        parallel.forward_backward(x, y)
+        optimizer.step()
+    loss, serial = serial_loss_and_grads(model, x, y)
+    assert parallel.forward_backward(x, y) == pytest.approx(loss, rel=1e-6)
+    for p, expected in zip(model.parameters(), serial):
+        np.testing.assert_allclose(p.grad, expected, rtol=1e-4, atol=1e-6)
+    parallel.close()
 
 
 def test_a_parallel_run_gives_the_same_numbers_every_time_dropout_included():
@@ -50,80 +72,125 @@ def test_a_parallel_run_gives_the_same_numbers_every_time_dropout_included():
         model, (x, y) = gpt(dropout=0.2), batch()
         optimizer = nn.optim.AdamW(model.parameters(), lr=1e-2)
         parallel = nn.parallel.DataParallel(model, 2)
+        losses = []
         for _ in range(3):
             optimizer.zero_grad()
-            parallel.forward_backward(x, y)
-            parallel.step(optimizer)
-        return [p.data.copy() for p in model.parameters()]
-    for a, b in zip(run(), run()):
+            losses.append(parallel.forward_backward(x, y))
+            optimizer.step()
+        parallel.close()
+        return losses, [p.data.copy() for p in model.parameters()]
+    (losses_a, weights_a), (losses_b, weights_b) = run(), run()
+    assert losses_a == losses_b
+    for a, b in zip(weights_a, weights_b):
         np.testing.assert_array_equal(a, b)
 
 
-def test_the_threaded_optimizer_step_is_exactly_the_plain_step():
-    def run(threaded):
-        model, (x, y) = gpt(), batch()
-        optimizer = nn.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
-        parallel = nn.parallel.DataParallel(model, 2)
-        for _ in range(3):
-            optimizer.zero_grad()
-            parallel.forward_backward(x, y)
-            parallel.step(optimizer) if threaded else optimizer.step()
-        return [p.data.copy() for p in model.parameters()]
-    for a, b in zip(run(True), run(False)):
-        np.testing.assert_array_equal(a, b)
+def test_loss_is_the_mean_loss_without_a_graph_in_the_models_mode():
+    model, (x, y) = gpt(dropout=0.5), batch(7)
+    parallel = nn.parallel.DataParallel(model, 3)
+    model.eval()   # no dropout: the parts must give exactly the model's own number
+    with tg.no_grad():
+        expected = model(x, y)[1].item()
+    assert parallel.loss(x, y) == pytest.approx(expected, rel=1e-6)
+    assert all(p.grad is None for p in model.parameters())
+    model.train()   # dropout on in every part: the loss moves
+    assert parallel.loss(x, y) != pytest.approx(expected, rel=1e-6)
+    parallel.close()
 
 
-def test_one_thread_runs_the_model_itself():
+def test_one_process_runs_the_model_itself():
     model, (x, y) = gpt(), batch()
+    arrays = [p.data for p in model.parameters()]
     parallel = nn.parallel.DataParallel(model, 1)
-    assert parallel.replicas == [] and parallel.pool is None
-    _, loss = model(x, y)
-    assert parallel.forward_backward(x, y) == pytest.approx(loss.item())
+    assert parallel.workers == []
+    assert all(p.data is a for p, a in zip(model.parameters(), arrays))   # nothing moved
+    loss, _ = serial_loss_and_grads(model, x, y)
+    assert parallel.forward_backward(x, y) == pytest.approx(loss)
+    assert parallel.loss(x, y) == pytest.approx(loss)
 
 
-def test_replicas_share_the_weights_and_follow_replaced_arrays():
+def test_the_parameters_move_to_shared_memory_and_replaced_arrays_are_followed():
     model, (x, y) = gpt(), batch()
+    before = [p.data.copy() for p in model.parameters()]
     parallel = nn.parallel.DataParallel(model, 2)
-    for replica in parallel.replicas:
-        for p, twin in zip(model.parameters(), replica.parameters()):
-            assert twin.data is p.data and twin is not p
-    model.to(np.float64)   # new arrays: the replicas must be rebuilt, not left on the old ones
+    for p, values in zip(model.parameters(), before):
+        np.testing.assert_array_equal(p.data, values)   # same values, in a shared block now
+    old_workers = list(parallel.workers)
+    model.to(np.float64)   # new arrays: they must be shared and the workers started again
     loss = parallel.forward_backward(x, y)
     with tg.no_grad():
         assert loss == pytest.approx(model(x, y)[1].item(), rel=1e-9)
     assert all(p.grad.dtype == np.float64 for p in model.parameters())
+    assert not any(process.is_alive() for _, process, _ in old_workers)
+    parallel.close()
 
 
-def test_a_thread_starts_with_its_own_grad_mode_and_scope():
-    seen = {}
+def test_a_workers_error_is_raised_here_and_the_next_call_still_works():
+    model, (x, y) = gpt(), batch()
+    parallel = nn.parallel.DataParallel(model, 2)
+    bad = y.copy()
+    bad[-1, 0] = 99   # out of range, in the rows the worker gets
+    with pytest.raises(RuntimeError, match="worker process failed(.|\n)*target 99 is out of range"):
+        parallel.forward_backward(x, bad)
+    bad = y.copy()
+    bad[0, 0] = 99    # in the rows this process runs itself
+    with pytest.raises(ValueError, match="target 99 is out of range"):
+        parallel.forward_backward(x, bad)
+    model.zero_grad()
+    loss, serial = serial_loss_and_grads(model, x, y)
+    assert parallel.forward_backward(x, y) == pytest.approx(loss, rel=1e-6)
+    parallel.close()
 
-    def worker():
-        x = tg.tensor([1.0, 2.0], requires_grad=True)
-        seen["requires_grad"] = (x * 2).requires_grad
-        with tg.scope("worker"):
-            seen["scope"] = (x * 2)._scope
 
-    with tg.no_grad(), tg.scope("main"):
-        thread = threading.Thread(target=worker)
-        thread.start()
-        thread.join()
-    assert seen == {"requires_grad": True, "scope": ("worker",)}
+def test_close_stops_the_workers():
+    model = gpt()
+    parallel = nn.parallel.DataParallel(model, 3)
+    processes = [process for _, process, _ in parallel.workers]
+    assert all(process.is_alive() for process in processes)
+    parallel.close()
+    assert parallel.workers == [] and not any(process.is_alive() for process in processes)
 
 
-def test_threads_must_be_positive():
-    with pytest.raises(ValueError, match="threads must be at least 1"):
+def test_processes_must_be_positive():
+    with pytest.raises(ValueError, match="processes must be at least 1"):
         nn.parallel.DataParallel(gpt(), 0)
 
 
-def test_a_batch_smaller_than_the_threads_ignores_the_idle_replicas_old_gradients():
+def test_a_batch_smaller_than_the_processes_leaves_the_idle_workers_out():
     model, (x, y) = gpt(), batch(6)
     parallel = nn.parallel.DataParallel(model, 4)
-    parallel.forward_backward(x, y)   # every replica runs and keeps gradients
+    parallel.forward_backward(x, y)   # every worker runs
     model.zero_grad()
-    parallel.forward_backward(x[:1], y[:1])   # one row: only the first replica runs
+    got_loss = parallel.forward_backward(x[:1], y[:1])   # one row: only this process runs
     got = grads(model)
+    loss, expected = serial_loss_and_grads(model, x[:1], y[:1])
+    assert got_loss == pytest.approx(loss, rel=1e-6)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-7)
+    parallel.close()
+
+
+def test_a_killed_worker_is_reported_and_replaced_on_the_next_call():
+    model, (x, y) = gpt(), batch()
+    parallel = nn.parallel.DataParallel(model, 2)
+    _, process, _ = parallel.workers[0]
+    process.kill()
+    process.join()
+    with pytest.raises(nn.parallel.WorkerDied, match=f"worker process {process.pid} died"):
+        parallel.forward_backward(x, y)
     model.zero_grad()
-    _, loss = model(x[:1], y[:1])
-    loss.backward()
-    for g, expected in zip(got, grads(model)):
-        np.testing.assert_allclose(g, expected, rtol=1e-5, atol=1e-7)
+    loss, serial = serial_loss_and_grads(model, x, y)
+    assert parallel.forward_backward(x, y) == pytest.approx(loss, rel=1e-6)
+    assert parallel.workers[0][1].pid != process.pid
+    parallel.close()
+
+
+def test_in_eval_mode_nothing_is_drawn_from_nns_generator():
+    model, (x, y) = gpt(dropout=0.2), batch()
+    parallel = nn.parallel.DataParallel(model, 2)
+    model.eval()
+    state = nn.rng.get_state()
+    parallel.loss(x, y)
+    parallel.forward_backward(x, y)
+    assert nn.rng.get_state() == state   # as in the model itself: eval mode draws nothing
+    parallel.close()
