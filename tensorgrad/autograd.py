@@ -172,11 +172,14 @@ def backward(root, grad=None, retain_graph=False, on_edge=None):
                              node._parents)
             if on_edge is not None:
                 on_edge(node, parent, vjp, contribution)
+            fresh = contribution is not upstream and _owns(contribution)
             if parent.grad is None:
                 # a leaf gets an array of its own, so updating it in place (clipping, an
                 # optimizer) touches nothing else; an intermediate's grad may be shared
-                owned = parent._parents or (contribution is not upstream and _owns(contribution))
-                parent.grad = contribution if owned else contribution.copy()
+                parent.grad = contribution if fresh or parent._parents else contribution.copy()
+            elif fresh:
+                contribution += parent.grad   # the sum, in the array the vjp just made for it:
+                parent.grad = contribution    # no new array (numpy writes a fresh one slower)
             else:
                 parent.grad = parent.grad + contribution
         if not retain_graph:
