@@ -27,10 +27,11 @@ def linear(x, weight, bias=None):
     if bias is not None:
         out += bias.data
     flat = lambda g: g.reshape(-1, g.shape[-1])                    # dL/dout as (N, out)
-    inputs = (x, weight) if bias is None else (x, weight, bias)
+    ones = np.ones(len(rows), rows.dtype)                          # ones @ g sums g's rows (BLAS:
+    inputs = (x, weight) if bias is None else (x, weight, bias)    # faster than g.sum(axis=0))
     vjps = (lambda g: (flat(g) @ weight.data.T).reshape(x.shape),  # d(xW)/dx: g W^T
             lambda g: rows.T @ flat(g),                            # d(xW)/dW: x^T g, summed over rows
-            lambda g: flat(g).sum(axis=0))                         # d(b)/db: g summed over rows
+            lambda g: ones @ flat(g))                              # d(b)/db: g summed over rows
     return make_op("linear", out.reshape(*x.shape[:-1], weight.shape[1]), inputs, vjps[:len(inputs)])
 
 
@@ -87,31 +88,50 @@ def cross_entropy(logits, targets, ignore_index=None):
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) over the last axis, then * weight + bias."""
-    data = x.data
-    average = np.full((data.shape[-1], 1), 1 / data.shape[-1], data.dtype)  # x @ average: row means,
-    xhat = data - data @ average                                            # faster than .mean(-1)
-    rstd = 1 / np.sqrt((xhat * xhat) @ average + eps)                       # 1/sigma
+    channels = x.shape[-1]
+    data = x.data.reshape(-1, channels)                             # (N, C): every row at once
+    average = np.full((channels, 1), 1 / channels, data.dtype)     # rows @ average: row means,
+    xhat = data - data @ average                                    # faster than .mean(-1)
+    out = np.multiply(xhat, xhat)
+    rstd = 1 / np.sqrt(out @ average + eps)                         # (N, 1): 1/sigma
     xhat *= rstd
-    out = xhat if weight is None else xhat * weight.data
-    out = out if bias is None else out + bias.data
+    if weight is not None:
+        np.multiply(xhat, weight.data, out=out)
+    else:
+        out[...] = xhat
+    if bias is not None:
+        out += bias.data
+
+    # Backward. With gh = dL/dxhat = g * weight, xhat = (x - mean) / sigma gives
+    #   dL/dx = (gh - mean(gh) - xhat * mean(gh * xhat)) / sigma,
+    #   dL/dweight = sum over rows of g * xhat,   dL/dbias = sum over rows of g.
+    # Row means of gh = g * weight are g @ (weight / C): a matrix-vector product on g
+    # itself, so gh * xhat is never formed; g * xhat is, once, for x's and weight's.
+    weighted_average = average if weight is None else (weight.data / channels)[:, None]   # (C, 1)
+    saved = {}
+
+    def g_xhat(g):   # (N, C) g * xhat, shared by the x and weight gradients
+        if saved.get("g") is not g:
+            saved["g"], saved["g_xhat"] = g, g.reshape(-1, channels) * xhat
+        return saved["g_xhat"]
 
     def grad_x(g):
-        # With gh = dL/dxhat = g * weight, xhat = (x - mean) / sigma gives
-        # dL/dx = (gh - mean(gh) - xhat * mean(gh * xhat)) / sigma
-        grad = g * weight.data if weight is not None else g.copy()
-        mean_grad_xhat = (grad * xhat) @ average
-        grad -= grad @ average
-        grad -= xhat * mean_grad_xhat
+        rows = g.reshape(-1, channels)
+        grad = rows * weight.data if weight is not None else rows.copy()    # gh
+        grad -= rows @ weighted_average                                      # - mean(gh)
+        grad -= xhat * (g_xhat(g) @ weighted_average)                        # - xhat mean(gh xhat)
         grad *= rstd
-        return grad
+        return grad.reshape(x.shape)
+
     inputs, vjps = [x], [grad_x]
+    ones = np.ones(len(data), data.dtype)   # ones @ rows sums the rows: faster than .sum(axis=0)
     if weight is not None:
         inputs.append(weight)
-        vjps.append(lambda g: g * xhat)   # d out / d weight = xhat (summed over rows by unbroadcast)
+        vjps.append(lambda g: ones @ g_xhat(g))                  # d out / d weight = xhat
     if bias is not None:
         inputs.append(bias)
-        vjps.append(lambda g: g)          # d out / d bias = 1
-    return make_op("layer_norm", out, tuple(inputs), tuple(vjps))
+        vjps.append(lambda g: ones @ g.reshape(-1, channels))    # d out / d bias = 1
+    return make_op("layer_norm", out.reshape(x.shape), tuple(inputs), tuple(vjps))
 
 
 def dropout(x, p, training=True, rng=None):

@@ -340,7 +340,8 @@ class Tensor:
         if sorted(a % self.ndim if self.ndim else a for a in axes) != list(range(self.ndim)):
             raise ValueError(f"transpose: axes {axes} are not a permutation of the {self.ndim} axes "
                              f"of a tensor of shape {self.shape}")
-        inverse = tuple(np.argsort([a % self.ndim for a in axes]))
+        positive = [a % self.ndim for a in axes]
+        inverse = tuple(positive.index(i) for i in range(self.ndim))   # where each axis went
         return make_op("transpose", self.data.transpose(axes), (self,),
                        (lambda g: g.transpose(inverse),))   # put the gradient's axes back
 
