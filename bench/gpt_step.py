@@ -81,13 +81,12 @@ def tensorgrad_trainer(config, processes=1):
     model = nn.GPT(config["vocab_size"], config["block_size"], config["n_layer"], config["n_head"],
                    config["n_embd"])
     optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
-    parallel = nn.parallel.DataParallel(model, processes)
+    parallel = nn.parallel.DataParallel(model, processes, optimizer)
 
     def step(x, y):
         optimizer.zero_grad()
         loss = parallel.forward_backward(x, y)
-        nn.optim.clip_grad_norm(model.parameters(), GRAD_CLIP)
-        optimizer.step()
+        parallel.step(max_norm=GRAD_CLIP)   # clip_grad_norm, then optimizer.step()
         return loss
     return model, step, parallel
 

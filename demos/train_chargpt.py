@@ -205,7 +205,8 @@ def main(argv=None):
                                weight_decay=config.weight_decay)
     if config.processes > 1:
         threadpool_limits(1)   # the processes are the parallelism: one BLAS core each, not two apiece
-    parallel = nn.parallel.DataParallel(model, config.processes)   # forks its workers now
+    # forks its workers now; it also splits each optimizer update across the processes
+    parallel = nn.parallel.DataParallel(model, config.processes, optimizer)
     if config.resume:   # everything that decides the next step, as the checkpoint left it
         nn.load(out, optimizer)   # a second read: the moments need the optimizer to exist
         nn.rng.set_state(meta["rng"])
@@ -247,15 +248,14 @@ def main(argv=None):
             tqdm.write(f"--- sample at step {step} ---\n{sample(model, corpus.tokenizer, config.seed)}\n---")
 
         # one optimizer step, as nanoGPT takes it; forward_backward is `_, loss = model(x, y);
-        # loss.backward()` with the batch split across --processes (nn/parallel.py)
+        # loss.backward()` and step is `clip_grad_norm(...); optimizer.step()`, each split
+        # across --processes (nn/parallel.py)
         t0 = time.perf_counter()
         optimizer.lr = nn.optim.cosine_lr(step, config.lr, config.min_lr, config.warmup_iters, decay_iters)
         x, y = data.get_batch(corpus.train, config.block_size, config.batch_size, batch_rng)
         optimizer.zero_grad()
         loss = parallel.forward_backward(x, y)
-        if config.grad_clip:
-            nn.optim.clip_grad_norm(model.parameters(), config.grad_clip)
-        optimizer.step()
+        parallel.step(max_norm=config.grad_clip or None)   # 0: no clipping
         step += 1
         dt = time.perf_counter() - t0
         train_seconds += dt

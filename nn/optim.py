@@ -24,7 +24,7 @@ class Optimizer:
 
     def step(self, indices=None):
         """Update every parameter that has a gradient (one without is left alone); with
-        `indices`, only those parameters (nn.parallel updates groups in separate threads)."""
+        `indices`, only those parameters (nn.parallel updates groups in separate processes)."""
         for i in range(len(self.params)) if indices is None else indices:
             p = self.params[i]
             if p.grad is not None:
@@ -42,6 +42,17 @@ class Optimizer:
             for i, array in enumerate(getattr(self, kind)):
                 arrays[f"{kind}.{i}"] = array
         return arrays
+
+    def move_state(self, place):
+        """Move every state array, values and all, into the arrays that place(arrays)
+        returns for them (nn.parallel puts them in memory its processes share)."""
+        old = self.state_arrays()
+        new = dict(zip(old, place(list(old.values()))))
+        for name, array in old.items():
+            new[name][...] = array
+        self.updates = new["updates"]
+        for kind in self.STATE:
+            setattr(self, kind, [new[f"{kind}.{i}"] for i in range(len(getattr(self, kind)))])
 
     def state_dict(self):
         return {name: np.array(array) for name, array in self.state_arrays().items()}

@@ -8,12 +8,13 @@ waiting for the lock stalls its own numpy work. Measured on the nanoGPT CPU mode
 threads made each half-batch ~45% slower than it runs alone; two processes, ~10%.
 
 The parameters move into shared memory, so every process computes with the current
-weights (an optimizer updates them in place, in this process, and the workers see it);
-each worker copies its gradients into a shared buffer of its own, and they are added into
-the model's parameters in a fixed order, so a run gives the same numbers every time.
-A worker starts as a copy of the model at the time DataParallel was made (fork): change
-the model's code or structure afterwards and make a new DataParallel.
+weights; each worker copies its gradients into a shared buffer of its own, and they are
+added up in a fixed order, so a run gives the same numbers every time. Given the
+optimizer, DataParallel also moves its state into shared memory and splits each update
+across the processes: each updates its share of the parameters (step()).
 
+A worker starts as a copy of the model (and optimizer) at the time DataParallel was made
+(fork): change the model's code or structure afterwards and make a new DataParallel.
 Matrix products: the processes are the parallelism, so each should multiply on one core.
 How many threads numpy's BLAS uses is a process setting that only an application chooses,
 e.g. threadpoolctl.threadpool_limits(1), as demos/train_chargpt.py does (before making
@@ -32,37 +33,48 @@ import numpy as np
 import tensorgrad as tg
 
 from . import rng
+from .optim import clip_grad_norm
 
 
 class DataParallel:
     """Forward and backward of `model(x, y) -> (output, mean loss)` on `processes` parts
-    of a batch at once. With processes=1 it simply runs the model."""
+    of a batch at once, and, given the optimizer, its update split the same way. With
+    processes=1 it simply runs the model (and the optimizer)."""
 
-    def __init__(self, model, processes):
+    def __init__(self, model, processes, optimizer=None):
         if processes < 1:
             raise ValueError(f"DataParallel: processes must be at least 1, got {processes}")
         if processes > 1 and "fork" not in multiprocessing.get_all_start_methods():
             warnings.warn("DataParallel: this platform cannot fork processes; the whole batch "
                           "runs in this process")
             processes = 1
-        self.model, self.processes = model, processes
+        own = {id(p) for p in model.parameters()}
+        if optimizer is not None and any(id(p) not in own for p in optimizer.params):
+            raise ValueError("DataParallel: the optimizer must update the model's own parameters")
+        self.model, self.processes, self.optimizer = model, processes, optimizer
+        self.params = model.parameters()
         self.workers = []   # (connection, process, gradient buffers), one per forked process
         if processes > 1:
             self._start_workers()
 
     def _start_workers(self):
-        """Put the parameters in shared memory, then fork processes - 1 workers."""
+        """Put the parameters (and the optimizer's state) in shared memory, then fork
+        processes - 1 workers."""
         self.close()
         self.params = self.model.parameters()
         for p, shared in zip(self.params, shared_arrays([p.data for p in self.params])):
             shared[...] = p.data
             p.data = shared
         self.shared = [p.data for p in self.params]
+        self.totals = shared_arrays(self.shared)   # the summed gradients, which step() reads
+        if self.optimizer is not None:
+            self.optimizer.move_state(shared_arrays)
         context = multiprocessing.get_context("fork")
         for _ in range(self.processes - 1):
-            grads = shared_arrays([p.data for p in self.params])
+            grads = shared_arrays(self.shared)
             here, there = context.Pipe()
-            process = context.Process(target=_serve, args=(self.model, grads, there), daemon=True)
+            process = context.Process(target=_serve, daemon=True,
+                                      args=(self.model, self.optimizer, grads, self.totals, there))
             process.start()
             there.close()
             self.workers.append((here, process, grads))
@@ -79,7 +91,8 @@ class DataParallel:
         """The model's mean loss on the batch (x, y) as a float, with d loss / d parameter
         added into every parameter's .grad, as `loss = model(x, y)[1]; loss.backward()`
         would (up to float rounding). The loss must be a mean over the batch's rows, each
-        counting equally (as cross-entropy over (B, T) targets is)."""
+        counting equally (as cross-entropy over (B, T) targets is). After an error the
+        gradients hold part of the sum: zero them."""
         if self.processes == 1:
             _, loss = self.model(x, y)
             loss.backward()
@@ -94,38 +107,94 @@ class DataParallel:
                 return self.model(x, y)[1].item()
         return self._run_parts(x, y, backward=False)
 
-    def _run_parts(self, x, y, backward):
-        """Send each worker its part, run the first part here, then collect the workers'
-        losses (and add their gradients) in order. Returns the batch's mean loss."""
+    def step(self, max_norm=None):
+        """clip_grad_norm(parameters, max_norm) when max_norm is given, then the optimizer's
+        step, its parameters split into groups of about equal size that the processes
+        update at once (each parameter's update is independent of the rest). Returns the
+        gradient norm before clipping, or None."""
+        if self.optimizer is None:
+            raise RuntimeError("DataParallel.step: no optimizer; make it DataParallel(model, "
+                               "processes, optimizer)")
+        norm = clip_grad_norm(self.params, max_norm) if max_norm else None
+        if self.processes == 1:
+            self.optimizer.step()
+            return norm
+        self._check_workers()
+        groups = self._groups()
+        settings = {name: value for name, value in vars(self.optimizer).items()   # lr, betas, ...
+                    if isinstance(value, (int, float, tuple))}
+        has_grad = [p.grad is not None for p in self.params]
+        if any(has and p.grad is not total for p, total, has in zip(self.params, self.totals, has_grad)):
+            raise RuntimeError("DataParallel.step: the gradients must come from forward_backward "
+                               "(the workers read them from its shared buffers)")
+        messages = [("step", group, settings, has_grad) for group in groups[1:]]
+        self._exchange(messages, lambda: self.optimizer.step(groups[0]))
+        return norm
+
+    def _groups(self):
+        """The optimizer's parameter indices in one group per process, of about equal size:
+        the largest first, each to the group with the fewest elements so far."""
+        sizes = [p.size for p in self.optimizer.params]
+        groups, totals = [[] for _ in range(self.processes)], [0] * self.processes
+        for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+            lightest = totals.index(min(totals))
+            groups[lightest].append(i)
+            totals[lightest] += sizes[i]
+        return groups
+
+    def _check_workers(self):
         if not self.workers or any(p.data is not shared for p, shared in zip(self.params, self.shared)):
             self._start_workers()   # after close(), or the model's arrays were replaced (Module.to)
+
+    def _run_parts(self, x, y, backward):
+        """Run the first part here and the others in the workers, at once; add the
+        workers' gradients into .grad in order. Returns the batch's mean loss."""
+        self._check_workers()
         parts = [rows for rows in np.array_split(np.arange(len(x)), self.processes) if len(rows)]
         # one dropout stream per part, drawn from nn's only when training (as the model draws)
         seeds = rng.current().integers(2**63, size=len(parts)) if self.model.training else [None] * len(parts)
         shares = [len(rows) / len(x) for rows in parts]
-        for (connection, process, _), rows, share, seed in zip(self.workers, parts[1:], shares[1:], seeds[1:]):
+        messages = [("part", x[rows], y[rows], share, seed, self.model.training, backward)
+                    for rows, share, seed in zip(parts[1:], shares[1:], seeds[1:])]
+        total, replies = self._exchange(
+            messages, lambda: _part(self.model, x[parts[0]], y[parts[0]], shares[0], seeds[0], backward))
+        grads = [worker_grads for _, _, worker_grads in self.workers]
+        for i, (p, summed) in enumerate(zip(self.params, self.totals)):
+            # this process's gradient plus each worker's, in order, into the shared
+            # buffer that step() hands the workers
+            terms = ([p.grad] if p.grad is not None else []) + [
+                g[i] for g, (_, has_grad) in zip(grads, replies) if has_grad[i]]
+            if not terms:
+                continue
+            if len(terms) == 1:
+                np.copyto(summed, terms[0])
+            else:
+                np.add(terms[0], terms[1], out=summed)
+                for grad in terms[2:]:
+                    summed += grad
+            p.grad = summed
+        return total + sum(part_loss for part_loss, _ in replies)
+
+    def _exchange(self, messages, here):
+        """Send messages[k] to worker k, run here() meanwhile, then read every reply (all
+        of them, even after an error, so the next call starts clean). Returns (here()'s
+        result, the replies)."""
+        for (connection, process, _), message in zip(self.workers, messages):
             try:
-                connection.send((x[rows], y[rows], share, seed, self.model.training, backward))
+                connection.send(message)
             except OSError:
                 self.close()
                 raise WorkerDied.of(process) from None
         try:
-            total = _part(self.model, x[parts[0]], y[parts[0]], shares[0], seeds[0], backward)
-        finally:   # every reply is read, even after an error, so the next call starts clean
-            replies = [_receive(connection, process) for connection, process, _ in self.workers[:len(parts) - 1]]
+            result = here()
+        finally:
+            replies = [_receive(connection, process) for connection, process, _ in self.workers[:len(messages)]]
         for reply in replies:
             if isinstance(reply, WorkerDied):
                 self.close()   # the next call starts new workers
             if isinstance(reply, Exception):
                 raise reply
-        for (_, _, grads), (part_loss, has_grad) in zip(self.workers, replies):
-            total += part_loss
-            for p, grad, has in zip(self.params, grads, has_grad):
-                if has and p.grad is None:
-                    p.grad = grad.copy()
-                elif has:
-                    p.grad += grad   # in place: a leaf's .grad is its own array (autograd.backward)
-        return total
+        return result, replies
 
 
 class WorkerDied(RuntimeError):
@@ -153,9 +222,10 @@ def _part(model, x, y, share, seed, backward):
         rng.use_in_this_thread(None)
 
 
-def _serve(model, grads, connection):
-    """A worker process: run the parts it is sent, copying its gradients into `grads`,
-    until the connection closes or brings None."""
+def _serve(model, optimizer, grads, totals, connection):
+    """A worker process: run the parts it is sent, copying its gradients into `grads`, and
+    the optimizer updates, reading the summed gradients from `totals`, until the
+    connection closes or brings None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the main process to handle
     params = model.parameters()
     while True:
@@ -165,24 +235,31 @@ def _serve(model, grads, connection):
             return
         if message is None:
             return
-        x, y, share, seed, training, backward = message
         try:
-            model.train(training)
             model.zero_grad()
-            part_loss = _part(model, x, y, share, seed, backward)
-            has_grad = [p.grad is not None for p in params]
-            for p, grad in zip(params, grads):
-                if p.grad is not None:
-                    np.copyto(grad, p.grad)
+            if message[0] == "part":
+                x, y, share, seed, training, backward = message[1:]
+                model.train(training)
+                part_loss = _part(model, x, y, share, seed, backward)
+                for p, grad in zip(params, grads):
+                    if p.grad is not None:
+                        np.copyto(grad, p.grad)
+                reply = (part_loss, [p.grad is not None for p in params])
+            else:   # "step": this process's group of the optimizer's update
+                group, settings, has_grad = message[1:]
+                vars(optimizer).update(settings)
+                for p, total, has in zip(params, totals, has_grad):
+                    p.grad = total if has else None
+                optimizer.step(group)
+                reply = None
             model.zero_grad()
-            connection.send(("done", (part_loss, has_grad)))
+            connection.send(("done", reply))
         except Exception:
             connection.send(("error", traceback.format_exc()))
 
 
 def _receive(connection, process):
-    """A worker's reply: (its part's loss, which parameters got a gradient), or the
-    RuntimeError to raise for its failure or its death."""
+    """A worker's reply, or the exception to raise for its failure or its death."""
     try:
         status, value = connection.recv()
     except EOFError:

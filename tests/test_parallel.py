@@ -194,3 +194,79 @@ def test_in_eval_mode_nothing_is_drawn_from_nns_generator():
     parallel.forward_backward(x, y)
     assert nn.rng.get_state() == state   # as in the model itself: eval mode draws nothing
     parallel.close()
+
+
+def train(processes, split_step, steps=3, dropout=0.0):
+    """Weights and optimizer state after `steps` AdamW steps with clipping, the update
+    split across the processes (DataParallel.step) or made here."""
+    model, (x, y) = gpt(dropout), batch()
+    optimizer = nn.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    parallel = nn.parallel.DataParallel(model, processes, optimizer if split_step else None)
+    norms = []
+    for step in range(steps):
+        optimizer.lr = 1e-2 / (step + 1)   # a schedule: the workers must use each step's lr
+        optimizer.zero_grad()
+        parallel.forward_backward(x, y)
+        if split_step:
+            norms.append(parallel.step(max_norm=0.5))
+        else:
+            norms.append(nn.optim.clip_grad_norm(model.parameters(), 0.5))
+            optimizer.step()
+    parallel.close()
+    return [p.data.copy() for p in model.parameters()], optimizer.state_dict(), norms
+
+
+def test_the_split_optimizer_step_is_exactly_the_plain_one():
+    split_weights, split_state, split_norms = train(2, split_step=True)
+    weights, state, norms = train(2, split_step=False)
+    assert split_norms == norms
+    for a, b in zip(split_weights, weights):
+        np.testing.assert_array_equal(a, b)
+    assert split_state.keys() == state.keys()
+    for name in state:   # moments and step counts, whichever process made them
+        np.testing.assert_array_equal(split_state[name], state[name])
+    assert list(split_state["updates"]) == [3] * len(split_weights)
+
+
+def test_step_with_one_process_clips_and_steps_here():
+    weights, state, norms = train(1, split_step=True)
+    expected_weights, expected_state, expected_norms = train(1, split_step=False)
+    assert norms == expected_norms
+    for a, b in zip(weights, expected_weights):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_step_needs_the_optimizer_and_gradients_from_forward_backward():
+    model, (x, y) = gpt(), batch()
+    with pytest.raises(RuntimeError, match="no optimizer"):
+        nn.parallel.DataParallel(model, 2).step()
+    other = nn.optim.AdamW(gpt().parameters())
+    with pytest.raises(ValueError, match="the model's own parameters"):
+        nn.parallel.DataParallel(model, 2, other)
+    optimizer = nn.optim.AdamW(model.parameters())
+    parallel = nn.parallel.DataParallel(model, 2, optimizer)
+    _, loss = model(x, y)
+    loss.backward()   # gradients made here, not in the shared buffers the workers read
+    with pytest.raises(RuntimeError, match="must come from forward_backward"):
+        parallel.step()
+    parallel.close()
+
+
+def test_a_checkpoint_reads_the_shared_optimizer_state(tmp_path):
+    model, (x, y) = gpt(), batch()
+    optimizer = nn.optim.AdamW(model.parameters(), lr=1e-2)
+    parallel = nn.parallel.DataParallel(model, 2, optimizer)
+    for _ in range(2):
+        optimizer.zero_grad()
+        parallel.forward_backward(x, y)
+        parallel.step()
+    nn.save(tmp_path / "ckpt.npz", model, optimizer)
+    parallel.close()
+    fresh_model = gpt(seed=5)
+    fresh_optimizer = nn.optim.AdamW(fresh_model.parameters(), lr=1e-2)
+    state, _ = nn.load(tmp_path / "ckpt.npz", fresh_optimizer)
+    fresh_model.load_state_dict(state)
+    for a, b in zip(fresh_model.parameters(), model.parameters()):
+        np.testing.assert_array_equal(a.data, b.data)
+    for name, array in optimizer.state_dict().items():
+        np.testing.assert_array_equal(fresh_optimizer.state_dict()[name], array)
