@@ -151,6 +151,7 @@ def backward(root, grad=None, retain_graph=False, on_edge=None):
             node.grad = None  # an intermediate's grad is this call's, not a sum over calls
     root.grad = grad.copy() if root.grad is None else root.grad + grad
 
+    writable = set()   # ids of the tensors whose .grad is an array this call made: safe to add into
     for node in order:
         vjps = node._vjps
         if vjps is None:  # a leaf: its grad is complete
@@ -160,6 +161,15 @@ def backward(root, grad=None, retain_graph=False, on_edge=None):
             if not parent.requires_grad:
                 continue
             contribution = vjp(upstream)  # the chain rule: upstream grad x local derivative
+            if type(contribution) is Scatter:
+                if on_edge is None and not modes.anomaly:   # add it where it is nonzero, in place
+                    if id(parent) not in writable:   # an array of this call's own to add into
+                        parent.grad = (np.zeros(parent.data.shape, parent.data.dtype) if parent.grad is None
+                                       else parent.grad.copy())
+                        writable.add(id(parent))
+                    contribution.add_into(parent.grad)
+                    continue
+                contribution = contribution.dense(parent.data.shape, parent.data.dtype)
             if type(contribution) is not np.ndarray:
                 contribution = np.asarray(contribution)
             if contribution.shape != parent.data.shape:
@@ -177,13 +187,44 @@ def backward(root, grad=None, retain_graph=False, on_edge=None):
                 # a leaf gets an array of its own, so updating it in place (clipping, an
                 # optimizer) touches nothing else; an intermediate's grad may be shared
                 parent.grad = contribution if fresh or parent._parents else contribution.copy()
+                if fresh or not parent._parents:
+                    writable.add(id(parent))
+                continue
+            # the sum goes into an array this call made, if there is one: numpy writes a
+            # fresh array more slowly than it adds in place
+            if id(parent) in writable:
+                parent.grad += contribution
             elif fresh:
-                contribution += parent.grad   # the sum, in the array the vjp just made for it:
-                parent.grad = contribution    # no new array (numpy writes a fresh one slower)
+                contribution += parent.grad
+                parent.grad = contribution
             else:
                 parent.grad = parent.grad + contribution
+            writable.add(id(parent))
         if not retain_graph:
             node._vjps = None
+
+
+class Scatter:
+    """A gradient that is zero except at `index`, where it is `values`: what the vjp of
+    x[index] returns. backward adds it into x's gradient in place, so three slices of one
+    tensor (q, k and v of an attention layer) cost one array of its size for their
+    gradients, not three arrays to fill with zeros and then add up."""
+    __slots__ = ("index", "values", "repeats")
+
+    def __init__(self, index, values, repeats):
+        self.index, self.values, self.repeats = index, values, repeats
+
+    def add_into(self, grad):
+        if self.repeats:
+            np.add.at(grad, self.index, self.values)   # a position picked twice gets both
+        else:
+            grad[self.index] += self.values
+
+    def dense(self, shape, dtype):
+        """The whole gradient, as an array of `shape`."""
+        grad = np.zeros(shape, dtype)
+        self.add_into(grad)
+        return grad
 
 
 def _owns(array):

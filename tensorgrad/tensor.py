@@ -354,18 +354,11 @@ class Tensor:
             out = self.data[index]
         except IndexError as error:
             raise IndexError(f"getitem: {error} (indexing a tensor of shape {self.shape})") from None
-        shape, dtype = self.shape, self.dtype
         repeats = any(isinstance(i, np.ndarray) and i.dtype.kind in "iu"
                       for i in (index if isinstance(index, tuple) else (index,)))
 
-        def vjp(g):  # d x[index] / dx = 1 at each picked position, 0 elsewhere
-            grad = np.zeros(shape, dtype)
-            if repeats:
-                np.add.at(grad, index, g)   # a position picked twice gets both gradients
-            else:
-                grad[index] = g
-            return grad
-        return make_op("getitem", out, (self,), (vjp,))
+        # d x[index] / dx = 1 at each picked position, 0 elsewhere: g scattered back to them
+        return make_op("getitem", out, (self,), (lambda g: autograd.Scatter(index, g, repeats),))
 
     def split(self, sections, axis=0):
         """np.split: `sections` equal parts, or a list of split points. Returns a list."""

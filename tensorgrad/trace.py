@@ -72,7 +72,8 @@ def _jacobian(vjp, out, x):
     for i in range(out.size):
         unit = np.zeros(out.size, out.dtype)
         unit[i] = 1
-        row = np.asarray(vjp(unit.reshape(out.shape)))
+        row = vjp(unit.reshape(out.shape))
+        row = row.dense(x.shape, x.dtype) if isinstance(row, autograd.Scatter) else np.asarray(row)
         rows.append(autograd.unbroadcast(row, x.shape).reshape(-1) if row.shape != x.shape else row.reshape(-1))
     return np.array(rows)
 

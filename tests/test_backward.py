@@ -100,6 +100,32 @@ def test_a_tensor_used_twice_in_one_graph_gets_both_gradients():
     np.testing.assert_allclose(x.grad, 3 + np.exp(x.data) * (1 + x.data))
 
 
+def test_slices_of_one_tensor_add_their_gradients_into_it_without_touching_shared_ones():
+    x = f64(np.arange(6.0).reshape(2, 3))
+    y = x * 1.0                       # an intermediate: slices of it scatter into y.grad
+    out = y + 0.0                     # add hands y the upstream array itself (shared with out.grad)
+    q, k = y[:, 0], y[:, 1:]          # two slices, and one position picked twice by an index array
+    loss = (out * 2).sum() + (q * 3).sum() + (k * k).sum() + y[[0, 0], [2, 2]].sum()
+    loss.backward()
+    expected = np.full((2, 3), 2.0)
+    expected[:, 0] += 3
+    expected[:, 1:] += 2 * y.data[:, 1:]
+    expected[0, 2] += 2
+    np.testing.assert_array_equal(y.grad, expected)
+    np.testing.assert_array_equal(x.grad, expected)
+    np.testing.assert_array_equal(out.grad, np.full((2, 3), 2.0))   # not the scattered sum
+
+
+def test_a_leaf_keeps_accumulating_when_slices_and_whole_uses_mix():
+    x = f64([1.0, 2.0, 3.0])
+    (x[1:] * 2).sum().backward()
+    first = x.grad
+    (x * x).sum().backward()
+    (x[:1] * 5).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0 + 2 + 5, 2 + 4, 2 + 6])
+    np.testing.assert_array_equal(first, [0, 2, 2])   # the first call's array was not reused
+
+
 def test_retain_graph_allows_a_second_backward_that_doubles_the_leaf_gradients_exactly():
     x, w = f64([[0.5, -1.0, 2.0]]), f64([[1.0], [2.0], [-0.5]])
     hidden = (x @ w).tanh()
@@ -423,6 +449,23 @@ def test_trace_of_a_tensor_graph_prints_jacobians_and_matches_plain_backward(cap
     plain.backward()
     np.testing.assert_array_equal(x.grad, px.grad)
     np.testing.assert_array_equal(w.grad, pw.grad)
+
+
+def test_slices_trace_and_run_under_detect_anomaly_with_the_gradients_of_plain_backward(capsys):
+    def build():
+        x = f64([[1.0, -2.0, 0.5], [0.3, 0.2, -1.0]], label="x")
+        return (x[0] * x[1]).sum() + x[:, 2].sum() + x[[1, 1], [0, 0]].sum(), x
+    loss, x = build()
+    loss.backward(trace=True)
+    assert "getitem" in capsys.readouterr().out
+    with tg.detect_anomaly():
+        anomaly_loss, anomaly_x = build()
+        anomaly_loss.backward()
+    plain, px = build()
+    plain.backward()
+    np.testing.assert_array_equal(px.grad, [[0.3, 0.2, 0.0], [3.0, -2.0, 1.5]])
+    np.testing.assert_array_equal(x.grad, px.grad)
+    np.testing.assert_array_equal(anomaly_x.grad, px.grad)
 
 
 def test_trace_of_a_long_graph_stops_printing_but_finishes_backward(capsys):
