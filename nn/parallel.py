@@ -236,7 +236,8 @@ def _serve(model, optimizer, grads, totals, connection):
         if message is None:
             return
         try:
-            model.zero_grad()
+            for p in params:   # zero_grad, without walking the module tree each time
+                p.grad = None
             if message[0] == "part":
                 x, y, share, seed, training, backward = message[1:]
                 model.train(training)
@@ -252,7 +253,6 @@ def _serve(model, optimizer, grads, totals, connection):
                     p.grad = total if has else None
                 optimizer.step(group)
                 reply = None
-            model.zero_grad()
             connection.send(("done", reply))
         except Exception:
             connection.send(("error", traceback.format_exc()))
