@@ -92,13 +92,10 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     data = x.data.reshape(-1, channels)                             # (N, C): every row at once
     average = np.full((channels, 1), 1 / channels, data.dtype)     # rows @ average: row means,
     xhat = data - data @ average                                    # faster than .mean(-1)
-    out = np.multiply(xhat, xhat)
-    rstd = 1 / np.sqrt(out @ average + eps)                         # (N, 1): 1/sigma
+    variance = np.vecdot(xhat, xhat)[:, None] / channels            # (N, 1), with no (N, C) temporary
+    rstd = 1 / np.sqrt(variance + eps)                              # 1/sigma
     xhat *= rstd
-    if weight is not None:
-        np.multiply(xhat, weight.data, out=out)
-    else:
-        out[...] = xhat
+    out = xhat * weight.data if weight is not None else xhat.copy()
     if bias is not None:
         out += bias.data
 
@@ -213,7 +210,7 @@ def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dro
             if drop_scale is not None:
                 grad *= drop_scale
             # softmax: dL/ds = W * (dL/dW - sum_j dL/dW_j W_j); masked entries have W = 0
-            grad -= (grad * weights) @ ones
+            grad -= np.vecdot(grad, weights)[..., None]
             grad *= weights
             saved["g"], saved["grad"] = g, grad
         return saved["grad"]
