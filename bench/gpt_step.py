@@ -124,7 +124,7 @@ def child(engine, config, steps, threads, warmup=3):
         step(x, y)
         if i >= warmup:
             times.append(time.perf_counter() - start)
-    workers = [process.pid for _, process, _ in parallel.workers] if engine == "tensorgrad" else []
+    workers = [process.pid for _, process in parallel.workers] if engine == "tensorgrad" else []
     print(1e3 * float(np.median(times)), sum(peak_mib(pid) for pid in ["self", *workers]))
 
 

@@ -53,7 +53,7 @@ class DataParallel:
             raise ValueError("DataParallel: the optimizer must update the model's own parameters")
         self.model, self.processes, self.optimizer = model, processes, optimizer
         self.params = model.parameters()
-        self.workers = []   # (connection, process, gradient buffers), one per forked process
+        self.workers = []   # (connection, process), one per forked process
         if processes > 1:
             self._start_workers()
 
@@ -66,18 +66,18 @@ class DataParallel:
             shared[...] = p.data
             p.data = shared
         self.shared = [p.data for p in self.params]
-        self.totals = shared_arrays(self.shared)   # the summed gradients, which step() reads
+        self.grads = [shared_arrays(self.shared) for _ in range(self.processes)]   # each process's part
+        self.totals = shared_arrays(self.shared)   # their sum: the gradients step() updates with
         if self.optimizer is not None:
             self.optimizer.move_state(shared_arrays)
         context = multiprocessing.get_context("fork")
-        for _ in range(self.processes - 1):
-            grads = shared_arrays(self.shared)
+        for k in range(1, self.processes):
             here, there = context.Pipe()
             process = context.Process(target=_serve, daemon=True,
-                                      args=(self.model, self.optimizer, grads, self.totals, there))
+                                      args=(self.model, self.optimizer, k, self.grads, self.totals, there))
             process.start()
             there.close()
-            self.workers.append((here, process, grads))
+            self.workers.append((here, process))
         self._finalizer = weakref.finalize(self, _stop, list(self.workers))
 
     def close(self):
@@ -120,7 +120,7 @@ class DataParallel:
             self.optimizer.step()
             return norm
         self._check_workers()
-        groups = self._groups()
+        groups = self._groups([p.size for p in self.optimizer.params])
         settings = {name: value for name, value in vars(self.optimizer).items()   # lr, betas, ...
                     if isinstance(value, (int, float, tuple))}
         has_grad = [p.grad is not None for p in self.params]
@@ -131,10 +131,9 @@ class DataParallel:
         self._exchange(messages, lambda: self.optimizer.step(groups[0]))
         return norm
 
-    def _groups(self):
-        """The optimizer's parameter indices in one group per process, of about equal size:
-        the largest first, each to the group with the fewest elements so far."""
-        sizes = [p.size for p in self.optimizer.params]
+    def _groups(self, sizes):
+        """Indices into `sizes` in one group per process, of about equal total size: the
+        largest first, each to the group with the fewest elements so far."""
         groups, totals = [[] for _ in range(self.processes)], [0] * self.processes
         for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
             lightest = totals.index(min(totals))
@@ -147,8 +146,9 @@ class DataParallel:
             self._start_workers()   # after close(), or the model's arrays were replaced (Module.to)
 
     def _run_parts(self, x, y, backward):
-        """Run the first part here and the others in the workers, at once; add the
-        workers' gradients into .grad in order. Returns the batch's mean loss."""
+        """Run the first part here and the others in the workers, at once; then add up
+        their gradients, each process a group of the parameters, and make the sums the
+        parameters' .grad. Returns the batch's mean loss."""
         self._check_workers()
         parts = [rows for rows in np.array_split(np.arange(len(x)), self.processes) if len(rows)]
         # one dropout stream per part, drawn from nn's only when training (as the model draws)
@@ -156,30 +156,28 @@ class DataParallel:
         shares = [len(rows) / len(x) for rows in parts]
         messages = [("part", x[rows], y[rows], share, seed, self.model.training, backward)
                     for rows, share, seed in zip(parts[1:], shares[1:], seeds[1:])]
-        total, replies = self._exchange(
-            messages, lambda: _part(self.model, x[parts[0]], y[parts[0]], shares[0], seeds[0], backward))
-        grads = [worker_grads for _, _, worker_grads in self.workers]
-        for i, (p, summed) in enumerate(zip(self.params, self.totals)):
-            # this process's gradient plus each worker's, in order, into the shared
-            # buffer that step() hands the workers
-            terms = ([p.grad] if p.grad is not None else []) + [
-                g[i] for g, (_, has_grad) in zip(grads, replies) if has_grad[i]]
-            if not terms:
-                continue
-            if len(terms) == 1:
-                np.copyto(summed, terms[0])
-            else:
-                np.add(terms[0], terms[1], out=summed)
-                for grad in terms[2:]:
-                    summed += grad
-            p.grad = summed
-        return total + sum(part_loss for part_loss, _ in replies)
+        def here():   # this process's part, its gradients copied where the workers can read them
+            part_loss = _part(self.model, x[parts[0]], y[parts[0]], shares[0], seeds[0], backward)
+            return part_loss, _copy_grads(self.params, self.grads[0]) if backward else None
+
+        (total, has_grad), replies = self._exchange(messages, here)
+        total += sum(part_loss for part_loss, _ in replies)
+        if backward:
+            nothing = [False] * len(self.params)   # a worker left idle by a small batch
+            has_grad = [has_grad] + [has for _, has in replies] + [nothing] * (len(self.workers) - len(replies))
+            groups = self._groups([p.size for p in self.params])
+            self._exchange([("sum", group, has_grad) for group in groups[1:]],
+                           lambda: _sum(groups[0], has_grad, self.grads, self.totals))
+            for i, p in enumerate(self.params):
+                if any(has[i] for has in has_grad):
+                    p.grad = self.totals[i]
+        return total
 
     def _exchange(self, messages, here):
         """Send messages[k] to worker k, run here() meanwhile, then read every reply (all
         of them, even after an error, so the next call starts clean). Returns (here()'s
         result, the replies)."""
-        for (connection, process, _), message in zip(self.workers, messages):
+        for (connection, process), message in zip(self.workers, messages):
             try:
                 connection.send(message)
             except OSError:
@@ -188,7 +186,7 @@ class DataParallel:
         try:
             result = here()
         finally:
-            replies = [_receive(connection, process) for connection, process, _ in self.workers[:len(messages)]]
+            replies = [_receive(connection, process) for connection, process in self.workers[:len(messages)]]
         for reply in replies:
             if isinstance(reply, WorkerDied):
                 self.close()   # the next call starts new workers
@@ -222,10 +220,10 @@ def _part(model, x, y, share, seed, backward):
         rng.use_in_this_thread(None)
 
 
-def _serve(model, optimizer, grads, totals, connection):
-    """A worker process: run the parts it is sent, copying its gradients into `grads`, and
-    the optimizer updates, reading the summed gradients from `totals`, until the
-    connection closes or brings None."""
+def _serve(model, optimizer, k, grads, totals, connection):
+    """Worker process k: run what it is sent, until the connection closes or brings None:
+    a part (its gradients copied into grads[k]), a group's sum of every process's
+    gradients (into totals), or a group's optimizer update (with the sums)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the main process to handle
     params = model.parameters()
     while True:
@@ -238,16 +236,17 @@ def _serve(model, optimizer, grads, totals, connection):
         try:
             for p in params:   # zero_grad, without walking the module tree each time
                 p.grad = None
-            if message[0] == "part":
-                x, y, share, seed, training, backward = message[1:]
+            kind, *arguments = message
+            if kind == "part":
+                x, y, share, seed, training, backward = arguments
                 model.train(training)
                 part_loss = _part(model, x, y, share, seed, backward)
-                for p, grad in zip(params, grads):
-                    if p.grad is not None:
-                        np.copyto(grad, p.grad)
-                reply = (part_loss, [p.grad is not None for p in params])
+                reply = (part_loss, _copy_grads(params, grads[k]) if backward else None)
+            elif kind == "sum":
+                group, has_grad = arguments
+                reply = _sum(group, has_grad, grads, totals)
             else:   # "step": this process's group of the optimizer's update
-                group, settings, has_grad = message[1:]
+                group, settings, has_grad = arguments
                 vars(optimizer).update(settings)
                 for p, total, has in zip(params, totals, has_grad):
                     p.grad = total if has else None
@@ -256,6 +255,27 @@ def _serve(model, optimizer, grads, totals, connection):
             connection.send(("done", reply))
         except Exception:
             connection.send(("error", traceback.format_exc()))
+
+
+def _copy_grads(params, buffers):
+    """Copy each parameter's gradient into its buffer; returns which of them had one."""
+    for p, buffer in zip(params, buffers):
+        if p.grad is not None:
+            np.copyto(buffer, p.grad)
+    return [p.grad is not None for p in params]
+
+
+def _sum(group, has_grad, grads, totals):
+    """totals[i] = the sum, in process order, of every process's gradient of parameter i,
+    for each i in group (has_grad[k][i]: whether process k has one)."""
+    for i in group:
+        terms = [process_grads[i] for process_grads, has in zip(grads, has_grad) if has[i]]
+        if len(terms) == 1:
+            np.copyto(totals[i], terms[0])
+        elif terms:
+            np.add(terms[0], terms[1], out=totals[i])
+            for grad in terms[2:]:
+                totals[i] += grad
 
 
 def _receive(connection, process):
@@ -270,13 +290,13 @@ def _receive(connection, process):
 
 
 def _stop(workers):
-    for connection, process, _ in workers:
+    for connection, process in workers:
         try:
             connection.send(None)
         except OSError:   # already gone
             pass
         connection.close()
-    for _, process, _ in workers:
+    for _, process in workers:
         process.join(timeout=5)
         if process.is_alive():
             process.terminate()

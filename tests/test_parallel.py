@@ -121,7 +121,7 @@ def test_the_parameters_move_to_shared_memory_and_replaced_arrays_are_followed()
     with tg.no_grad():
         assert loss == pytest.approx(model(x, y)[1].item(), rel=1e-9)
     assert all(p.grad.dtype == np.float64 for p in model.parameters())
-    assert not any(process.is_alive() for _, process, _ in old_workers)
+    assert not any(process.is_alive() for _, process in old_workers)
     parallel.close()
 
 
@@ -145,7 +145,7 @@ def test_a_workers_error_is_raised_here_and_the_next_call_still_works():
 def test_close_stops_the_workers():
     model = gpt()
     parallel = nn.parallel.DataParallel(model, 3)
-    processes = [process for _, process, _ in parallel.workers]
+    processes = [process for _, process in parallel.workers]
     assert all(process.is_alive() for process in processes)
     parallel.close()
     assert parallel.workers == [] and not any(process.is_alive() for process in processes)
@@ -173,7 +173,7 @@ def test_a_batch_smaller_than_the_processes_leaves_the_idle_workers_out():
 def test_a_killed_worker_is_reported_and_replaced_on_the_next_call():
     model, (x, y) = gpt(), batch()
     parallel = nn.parallel.DataParallel(model, 2)
-    _, process, _ = parallel.workers[0]
+    _, process = parallel.workers[0]
     process.kill()
     process.join()
     with pytest.raises(nn.parallel.WorkerDied, match=f"worker process {process.pid} died"):
