@@ -103,31 +103,37 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     #   dL/dx = (gh - mean(gh) - xhat * mean(gh * xhat)) / sigma,
     #   dL/dweight = sum over rows of g * xhat,   dL/dbias = sum over rows of g.
     # Row means of gh = g * weight are g @ (weight / C): a matrix-vector product on g
-    # itself, so gh * xhat is never formed; g * xhat is, once, for x's and weight's.
+    # itself, so gh * xhat is never formed. g * xhat is formed once, for the weight's
+    # gradient and x's, whose vjp works out both (x's vjp runs first: inputs are visited
+    # in order) and keeps the small ones for the weight and bias vjps.
     weighted_average = average if weight is None else (weight.data / channels)[:, None]   # (C, 1)
+    ones = np.ones(len(data), data.dtype)   # ones @ rows sums the rows: faster than .sum(axis=0)
     saved = {}
-
-    def g_xhat(g):   # (N, C) g * xhat, shared by the x and weight gradients
-        if saved.get("g") is not g:
-            saved["g"], saved["g_xhat"] = g, g.reshape(-1, channels) * xhat
-        return saved["g_xhat"]
 
     def grad_x(g):
         rows = g.reshape(-1, channels)
-        grad = rows * weight.data if weight is not None else rows.copy()    # gh
-        grad -= rows @ weighted_average                                      # - mean(gh)
-        grad -= xhat * (g_xhat(g) @ weighted_average)                        # - xhat mean(gh xhat)
+        g_xhat = rows * xhat
+        saved["g"], saved["weight"], saved["bias"] = g, ones @ g_xhat, ones @ rows
+        np.multiply(xhat, g_xhat @ weighted_average, out=g_xhat)   # xhat * mean(gh * xhat)
+        grad = rows * weight.data if weight is not None else rows.copy()   # gh
+        grad -= rows @ weighted_average                                  # - mean(gh)
+        grad -= g_xhat
         grad *= rstd
         return grad.reshape(x.shape)
 
-    inputs, vjps = [x], [grad_x]
-    ones = np.ones(len(data), data.dtype)   # ones @ rows sums the rows: faster than .sum(axis=0)
+    def parameter_grad(name):
+        def vjp(g):
+            if saved.get("g") is not g:   # x needs no gradient, so its vjp did not run
+                grad_x(g)
+            return saved[name].copy()     # a copy: backward may add into what a vjp returns
+        return vjp
+
+    inputs = [x] + [p for p in (weight, bias) if p is not None]
+    vjps = [grad_x]
     if weight is not None:
-        inputs.append(weight)
-        vjps.append(lambda g: ones @ g_xhat(g))                  # d out / d weight = xhat
+        vjps.append(parameter_grad("weight"))   # d out / d weight = xhat
     if bias is not None:
-        inputs.append(bias)
-        vjps.append(lambda g: ones @ g.reshape(-1, channels))    # d out / d bias = 1
+        vjps.append(parameter_grad("bias"))     # d out / d bias = 1
     return make_op("layer_norm", out.reshape(x.shape), tuple(inputs), tuple(vjps))
 
 

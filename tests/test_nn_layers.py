@@ -396,6 +396,23 @@ def test_fused_layer_norm_equals_composed_version_in_value_and_gradient(shape):
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
 
 
+def test_layer_norm_parameter_gradients_of_a_constant_input_and_of_a_second_backward():
+    x = tg.Tensor(rand(3, 6, seed=7))   # needs no gradient: only the weight's and bias's vjps run
+    w, b = t64(6, seed=1), t64(6, seed=2)
+    up = rand(3, 6, seed=3)
+    out = F.layer_norm(x, w, b)
+    (out * up).sum().backward(retain_graph=True)
+    ref_w, ref_b = t64(6, seed=1), t64(6, seed=2)
+    (composed_layer_norm(tg.Tensor(x.data), ref_w, ref_b) * up).sum().backward()
+    np.testing.assert_allclose(w.grad, ref_w.grad, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(b.grad, ref_b.grad, rtol=1e-9, atol=1e-11)
+    first = w.grad.copy()
+    w.grad *= 100   # what an optimizer or clipping may do to a leaf's gradient in place
+    w.grad = None
+    (out * up).sum().backward()   # the second backward must not see that
+    np.testing.assert_allclose(w.grad, first, rtol=1e-12)
+
+
 def test_functional_layer_norm_without_weight_and_bias():
     x = t64(3, 4)
     out = F.layer_norm(x)
