@@ -20,7 +20,6 @@ import argparse
 import importlib.util
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -125,16 +124,7 @@ def child(engine, config, steps, threads, warmup=3):
         if i >= warmup:
             times.append(time.perf_counter() - start)
     workers = [process.pid for _, process in parallel.workers] if engine == "tensorgrad" else []
-    print(1e3 * float(np.median(times)), sum(peak_mib(pid) for pid in ["self", *workers]))
-
-
-def peak_mib(pid):
-    """Peak resident memory of a process (VmHWM in /proc, Linux); getrusage for this one elsewhere."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(1e3 * float(np.median(times)), nn.memory.peak_resident_mib(workers))
 
 
 def run_child(engine, config, steps, threads):

@@ -275,8 +275,10 @@ def main(argv=None):
         sys.exit(130)
     print(f"final val loss (full split): {full:.4f}")
     tokens = (step - first_step) * config.batch_size * config.block_size
+    workers = [process.pid for _, process in parallel.workers]
     print(f"training: {train_seconds:.1f} s in {step - first_step} steps, {tokens / max(train_seconds, 1e-9):,.0f} "
-          f"tokens/s; wall time with evaluations {time.perf_counter() - started:.1f} s")
+          f"tokens/s; wall time with evaluations {time.perf_counter() - started:.1f} s; peak memory "
+          f"{nn.memory.peak_resident_mib(workers):.0f} MiB ({1 + len(workers)} process(es) added up)")
     save(step, full_val_loss=full)
     plot_losses(history, out)
     print(f"checkpoint: {out}")

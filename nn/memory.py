@@ -1,4 +1,5 @@
-"""keep_freed_memory(): let a training process reuse its memory instead of re-faulting it.
+"""A training process's memory: keep_freed_memory() lets it reuse its memory instead of
+re-faulting it; peak_resident_mib() reports how much it needed at most.
 
 A tensorgrad training step allocates its activations and gradients afresh (tens of MiB for
 the nanoGPT CPU model) and frees them all when the step's graph goes. glibc's malloc then
@@ -12,6 +13,7 @@ not. This makes it explicit. It is a process-wide setting, so only an applicatio
 """
 import ctypes
 import ctypes.util
+import sys
 
 M_TRIM_THRESHOLD = -1   # glibc's mallopt parameters (malloc.h)
 M_MMAP_THRESHOLD = -3
@@ -28,3 +30,19 @@ def keep_freed_memory(limit=256 * 2**20):
     except (OSError, AttributeError, TypeError):   # no libc to load, or one without mallopt
         return False
     return bool(mallopt(M_TRIM_THRESHOLD, limit)) and bool(mallopt(M_MMAP_THRESHOLD, 32 * 2**20))
+
+
+def peak_resident_mib(pids=()):
+    """Peak resident memory, in MiB, of this process plus the processes `pids` (nn.parallel's
+    workers), each its own peak (Linux's VmHWM) and added up, so pages they share count
+    twice. Without /proc (macOS, Windows): this process's own peak, where getrusage has it."""
+    total = 0.0
+    for pid in ["self", *pids]:
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                total += next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+        except OSError:
+            import resource   # Unix only
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # bytes on macOS, KiB elsewhere
+            return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+    return total

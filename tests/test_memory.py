@@ -13,3 +13,19 @@ def test_keep_freed_memory_applies_on_linux_and_training_still_works():
     loss = model(nn.Parameter([[1.0, 2.0, 3.0, 4.0]])).sum()
     loss.backward()
     assert model.weight.grad.shape == (4, 2)
+
+
+def test_peak_resident_mib_adds_up_the_processes_given():
+    own = nn.memory.peak_resident_mib()
+    assert 10 < own < 10_000
+    if sys.platform.startswith("linux"):
+        import multiprocessing
+        context = multiprocessing.get_context("fork")
+        child = context.Process(target=__import__("time").sleep, args=(2,))
+        child.start()
+        try:
+            both = nn.memory.peak_resident_mib([child.pid])
+            assert both > own
+        finally:
+            child.terminate()
+            child.join()
