@@ -92,7 +92,8 @@ class SGD(Optimizer):
 
 class Adam(Optimizer):
     """Adam: running means of g (m) and g^2 (v), bias-corrected, step = lr * m / (sqrt(v) + eps).
-    Each update works in one scratch array per parameter: no temporary arrays to allocate."""
+    Each update works in place and in one scratch array, sized for the largest parameter and
+    shared by all: no temporary arrays to allocate, and the scratch stays in the cache."""
     STATE = ("m", "v")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
@@ -100,11 +101,11 @@ class Adam(Optimizer):
         self.betas, self.eps = betas, eps
         self.m = [np.zeros_like(p.data) for p in self.params]
         self.v = [np.zeros_like(p.data) for p in self.params]
-        self.scratch = [np.empty_like(p.data) for p in self.params]
+        self.scratch = {}   # dtype -> a flat array as large as the largest parameter of that dtype
 
     def update(self, i, w, g):
         beta1, beta2 = self.betas
-        m, v, tmp = self.m[i], self.v[i], self.scratch[i]
+        m, v, tmp = self.m[i], self.v[i], self._scratch(w)
         # t as a python int: a numpy int64 would make the scalar factors below numpy float64s,
         # and numpy would then run each pass over these float32 arrays in float64 (2x slower)
         t = int(self.updates[i])
@@ -124,6 +125,15 @@ class Adam(Optimizer):
         np.divide(m, tmp, out=tmp)
         tmp *= self.lr * root_c2 / (1 - beta1 ** t)
         w -= tmp                                      # w -= lr * m_hat / (sqrt(v_hat) + eps)
+
+
+    def _scratch(self, w):
+        """A scratch array shaped like w, a view of the shared scratch buffer."""
+        buffer = self.scratch.get(w.dtype)
+        if buffer is None or buffer.size < w.size:
+            largest = max(p.size for p in self.params if p.data.dtype == w.dtype)
+            buffer = self.scratch[w.dtype] = np.empty(largest, w.dtype)
+        return buffer[:w.size].reshape(w.shape)
 
 
 class AdamW(Adam):
