@@ -8,10 +8,10 @@ waiting for the lock stalls its own numpy work. Measured on the nanoGPT CPU mode
 threads made each half-batch ~45% slower than it runs alone; two processes, ~10%.
 
 The parameters move into shared memory, so every process computes with the current
-weights; each worker copies its gradients into a shared buffer of its own, and they are
-added up in a fixed order, so a run gives the same numbers every time. Given the
-optimizer, DataParallel also moves its state into shared memory and splits each update
-across the processes: each updates its share of the parameters (step()).
+weights. Each process copies its part's gradients into a shared buffer and then adds up
+one group of the parameters' gradients, always in process order, so a run gives the same
+numbers every time. Given the optimizer, DataParallel also moves its state into shared
+memory and splits each update the same way: each process updates its group (step()).
 
 A worker starts as a copy of the model (and optimizer) at the time DataParallel was made
 (fork): change the model's code or structure afterwards and make a new DataParallel.
