@@ -395,8 +395,8 @@ def make_op(op, data, inputs, vjps):
     This is how every op joins the graph, and how new ops (nn's fused layers) are made:
     compute the forward with numpy, then pass the functions that map dL/d(out) to
     dL/d(each input). Without grad mode or any input that needs a gradient, no graph is kept.
-    A vjp returns g itself, a view, or a new array that it keeps no reference to: backward
-    may add into a new array in place.
+    A vjp returns g itself, a view, or a new array that it keeps no reference to (backward
+    may add into a new array in place), or an autograd.Scatter, as getitem's does.
     """
     if type(data) is not np.ndarray:
         data = np.asarray(data)
