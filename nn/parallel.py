@@ -156,6 +156,7 @@ class DataParallel:
         shares = [len(rows) / len(x) for rows in parts]
         messages = [("part", x[rows], y[rows], share, seed, self.model.training, backward)
                     for rows, share, seed in zip(parts[1:], shares[1:], seeds[1:])]
+
         def here():   # this process's part, its gradients copied where the workers can read them
             part_loss = _part(self.model, x[parts[0]], y[parts[0]], shares[0], seeds[0], backward)
             return part_loss, _copy_grads(self.params, self.grads[0]) if backward else None
