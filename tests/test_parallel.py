@@ -216,9 +216,10 @@ def train(processes, split_step, steps=3, dropout=0.0):
     return [p.data.copy() for p in model.parameters()], optimizer.state_dict(), norms
 
 
-def test_the_split_optimizer_step_is_exactly_the_plain_one():
-    split_weights, split_state, split_norms = train(2, split_step=True)
-    weights, state, norms = train(2, split_step=False)
+@pytest.mark.parametrize("processes", [2, 3])
+def test_the_split_optimizer_step_is_exactly_the_plain_one(processes):
+    split_weights, split_state, split_norms = train(processes, split_step=True)
+    weights, state, norms = train(processes, split_step=False)
     assert split_norms == norms
     for a, b in zip(split_weights, weights):
         np.testing.assert_array_equal(a, b)
