@@ -27,8 +27,8 @@ def linear(x, weight, bias=None):
     if bias is not None:
         out += bias.data
     flat = lambda g: g.reshape(-1, g.shape[-1])                    # dL/dout as (N, out)
-    ones = np.ones(len(rows), rows.dtype)                          # ones @ g sums g's rows (BLAS:
-    inputs = (x, weight) if bias is None else (x, weight, bias)    # faster than g.sum(axis=0))
+    ones = np.ones(len(rows), rows.dtype)                          # ones @ g: g's rows summed by BLAS
+    inputs = (x, weight) if bias is None else (x, weight, bias)
     vjps = (lambda g: (flat(g) @ weight.data.T).reshape(x.shape),  # d(xW)/dx: g W^T
             lambda g: rows.T @ flat(g),                            # d(xW)/dW: x^T g, summed over rows
             lambda g: ones @ flat(g))                              # d(b)/db: g summed over rows

@@ -126,7 +126,6 @@ class Adam(Optimizer):
         tmp *= self.lr * root_c2 / (1 - beta1 ** t)
         w -= tmp                                      # w -= lr * m_hat / (sqrt(v_hat) + eps)
 
-
     def _scratch(self, w):
         """A scratch array shaped like w, a view of the shared scratch buffer."""
         buffer = self.scratch.get(w.dtype)
