@@ -94,17 +94,14 @@ class DataParallel:
         counting equally (as cross-entropy over (B, T) targets is). After an error the
         gradients hold part of the sum: zero them."""
         if self.processes == 1:
-            _, loss = self.model(x, y)
-            loss.backward()
-            return loss.item()
+            return _part(self.model, x, y, 1.0, None, backward=True)
         return self._run_parts(x, y, backward=True)
 
     def loss(self, x, y):
         """The model's mean loss on the batch (x, y) as a float, without a graph (as under
         tg.no_grad()), its parts computed at once."""
         if self.processes == 1:
-            with tg.no_grad():
-                return self.model(x, y)[1].item()
+            return _part(self.model, x, y, 1.0, None, backward=False)
         return self._run_parts(x, y, backward=False)
 
     def step(self, max_norm=None):
