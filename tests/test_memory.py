@@ -1,5 +1,7 @@
-"""nn.memory.keep_freed_memory: the allocator setting the training job applies."""
+"""nn.memory: the allocator setting the training job applies, and its peak memory."""
+import multiprocessing
 import sys
+import time
 
 import pytest
 
@@ -19,9 +21,7 @@ def test_peak_resident_mib_adds_up_the_processes_given():
     own = nn.memory.peak_resident_mib()
     assert 10 < own < 10_000
     if sys.platform.startswith("linux"):
-        import multiprocessing
-        context = multiprocessing.get_context("fork")
-        child = context.Process(target=__import__("time").sleep, args=(2,))
+        child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(2,))
         child.start()
         try:
             both = nn.memory.peak_resident_mib([child.pid])
