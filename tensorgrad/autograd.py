@@ -193,9 +193,11 @@ def backward(root, grad=None, retain_graph=False, on_edge=None):
             if parent.grad is None:
                 # a leaf gets an array of its own, so updating it in place (clipping, an
                 # optimizer) touches nothing else; an intermediate's grad may be shared
-                parent.grad = contribution if fresh or parent._parents else contribution.copy()
                 if fresh or not parent._parents:
+                    parent.grad = contribution if fresh else contribution.copy()
                     writable.add(id(parent))
+                else:
+                    parent.grad = contribution
                 continue
             # the sum goes into an array this call made, if there is one: numpy writes a
             # fresh array more slowly than it adds in place
