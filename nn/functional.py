@@ -1,27 +1,31 @@
-"""nn.functional: the transformer's functions as fused tensorgrad ops.
+"""nn.functional: the transformer's functions, each written twice, side by side.
 
-Each op here could be composed from the engine's primitives (tests check that it equals
-that composition in value and gradient); fusing it means one node in the graph, numpy work
-arranged to pass over memory as few times as it can (in place where safe), and a
-hand-derived backward: that is what makes training fast. Every backward states its
-derivation.
+The composed body builds the function from the engine's primitive ops, written like the
+math a textbook shows; it runs inside `tg.composed()`, so drawings and traces show every
+step. The fused body is one node in the graph: its numpy work passes over memory as few
+times as it can (in place where safe) and its backward is derived by hand, stated beside
+it; training uses it, because it is faster. Tests prove the two equal in value and in
+every input's gradient.
 """
 import functools
 
 import numpy as np
 
+import tensorgrad as tg
 from tensorgrad import Tensor, make_op
 
 from . import rng as nn_rng
 
 
 def linear(x, weight, bias=None):
-    """x @ weight + bias for x (..., in), weight (in, out), bias (out,): one op instead of two,
-    so the bias is added into the matmul's output in place rather than into a second
-    activation-sized array (~6% of a GPT training step)."""
+    """x @ weight + bias for x (..., in), weight (in, out), bias (out,)."""
     if x.shape[-1] != weight.shape[0]:
         raise ValueError(f"linear: input of shape {x.shape} has {x.shape[-1]} features, "
                          f"expected {weight.shape[0]} (weight of shape {weight.shape})")
+    if tg.is_composed():
+        return x @ weight if bias is None else x @ weight + bias
+    # fused: the bias is added into the product in place, not into a second
+    # activation-sized array
     rows = x.data.reshape(-1, x.shape[-1])                         # (N, in): every row at once
     out = rows @ weight.data                                       # (N, out)
     if bias is not None:
@@ -29,10 +33,12 @@ def linear(x, weight, bias=None):
     flat = lambda g: g.reshape(-1, g.shape[-1])                    # dL/dout as (N, out)
     ones = np.ones(len(rows), rows.dtype)                          # ones @ g: g's rows summed by BLAS
     inputs = (x, weight) if bias is None else (x, weight, bias)
-    vjps = (lambda g: (flat(g) @ weight.data.T).reshape(x.shape),  # d(xW)/dx: g W^T
-            lambda g: rows.T @ flat(g),                            # d(xW)/dW: x^T g, summed over rows
-            lambda g: ones @ flat(g))                              # d(b)/db: g summed over rows
-    return make_op("linear", out.reshape(*x.shape[:-1], weight.shape[1]), inputs, vjps[:len(inputs)])
+    vjps = (lambda g: (flat(g) @ weight.data.T).reshape(x.shape),
+            lambda g: rows.T @ flat(g),
+            lambda g: ones @ flat(g))
+    rules = ("dL/dx = g @ Wᵀ", "dL/dW = xᵀ @ g (summed over the rows)", "dL/db = Σ_rows g")
+    return make_op("linear", out.reshape(*x.shape[:-1], weight.shape[1]), inputs,
+                   vjps=vjps[:len(inputs)], rules=rules[:len(inputs)], fresh=True)
 
 
 def softmax(x, axis=-1):
@@ -69,72 +75,83 @@ def cross_entropy(logits, targets, ignore_index=None):
     count = int(keep.sum())
     if count == 0:
         raise ValueError("cross_entropy: every target equals ignore_index: the mean is undefined")
+    picked = np.where(keep, targets, 0).reshape(-1)                    # (N,) target ids (0 if ignored)
+    weights = keep.reshape(-1).astype(logits.dtype) / count            # 1/count, 0 if ignored
 
+    if tg.is_composed():
+        log_probs = logits.log_softmax(axis=-1).reshape(-1, vocab)     # (N, V)
+        log_p_target = log_probs[np.arange(len(picked)), picked]       # (N,): log p[target]
+        return -(log_p_target * weights).sum()                         # the mean over kept positions
+
+    # fused: one pass for the log-sum-exp, no (N, V) log-probabilities kept
     rows = logits.data.reshape(-1, vocab)                              # (N, V)
-    picked = np.where(keep, targets, 0).reshape(-1)                    # (N,)
     shifted = rows - rows.max(axis=1, keepdims=True)                   # no overflow in exp
     log_sum = np.log(np.exp(shifted).sum(axis=1))                      # (N,)
     losses = log_sum - shifted[np.arange(len(picked)), picked]         # -log p[target]
-    weights = keep.reshape(-1).astype(rows.dtype) / count              # 1/count, 0 if ignored
     loss = (losses * weights).sum(dtype=rows.dtype)
 
-    def vjp(g):  # d loss / d logits = (softmax(logits) - onehot(target)) / count
-        grad = np.exp(shifted - log_sum[:, None])
+    def vjp(g):
+        grad = np.exp(shifted - log_sum[:, None])                      # softmax(logits)
         grad[np.arange(len(picked)), picked] -= 1
         grad *= (g * weights)[:, None]
         return grad.reshape(logits.shape)
-    return make_op("cross_entropy", loss, (logits,), (vjp,))
+    return make_op("cross_entropy", loss, (logits,), vjps=(vjp,), fresh=True,
+                   rules=("dL/dlogits = (softmax(logits) - onehot(target)) / N",))
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) over the last axis, then * weight + bias."""
+    if tg.is_composed():
+        mean = x.mean(axis=-1, keepdims=True)
+        centred = x - mean
+        var = (centred ** 2).mean(axis=-1, keepdims=True)
+        rstd = 1 / (var + eps).sqrt()                                   # 1/σ
+        xhat = centred * rstd
+        for tensor, name in [(mean, "mean"), (var, "var"), (rstd, "1/σ"), (xhat, "xhat")]:
+            tensor.label = name
+        out = xhat if weight is None else xhat * weight                 # scale
+        return out if bias is None else out + bias                      # shift
+
+    # fused: every row at once, (N, C)
     channels = x.shape[-1]
-    data = x.data.reshape(-1, channels)                             # (N, C): every row at once
+    data = x.data.reshape(-1, channels)
     average = np.full((channels, 1), 1 / channels, data.dtype)     # rows @ average: row means,
     xhat = data - data @ average                                    # faster than .mean(-1)
     variance = np.vecdot(xhat, xhat)[:, None] / channels            # (N, 1), with no (N, C) temporary
-    rstd = 1 / np.sqrt(variance + eps)                              # 1/sigma
+    rstd = 1 / np.sqrt(variance + eps)                              # 1/σ
     xhat *= rstd
     out = xhat * weight.data if weight is not None else xhat.copy()
     if bias is not None:
         out += bias.data
 
-    # Backward. With gh = dL/dxhat = g * weight, xhat = (x - mean) / sigma gives
-    #   dL/dx = (gh - mean(gh) - xhat * mean(gh * xhat)) / sigma,
-    #   dL/dweight = sum over rows of g * xhat,   dL/dbias = sum over rows of g.
-    # Row means of gh = g * weight are g @ (weight / C): a matrix-vector product on g
-    # itself, so gh * xhat is never formed. g * xhat is formed once, for the weight's
-    # gradient and x's, whose vjp works out both (x's vjp runs first: inputs are visited
-    # in order) and keeps the small ones for the weight and bias vjps.
+    # With gh = dL/dxhat = g·weight, xhat = (x - mean)/σ gives
+    #   dL/dx = (gh - mean(gh) - xhat·mean(gh·xhat)) / σ,
+    #   dL/dweight = Σ_rows g·xhat,   dL/dbias = Σ_rows g.
+    # Row means of gh = g·weight are g @ (weight / C): a matrix-vector product on g itself,
+    # so gh·xhat is never formed; g·xhat is formed once, for the weight's gradient and x's.
     weighted_average = average if weight is None else (weight.data / channels)[:, None]   # (C, 1)
-    ones = np.ones(len(data), data.dtype)   # ones @ rows sums the rows: faster than .sum(axis=0)
-    saved = {}
+    ones = np.ones(len(data), data.dtype)   # ones @ rows sums the rows with BLAS
 
-    def grad_x(g):
+    def backward(g):   # every input's gradient at once: they share g·xhat
         rows = g.reshape(-1, channels)
         g_xhat = rows * xhat
-        saved["g"], saved["weight"], saved["bias"] = g, ones @ g_xhat, ones @ rows
-        np.multiply(xhat, g_xhat @ weighted_average, out=g_xhat)   # xhat * mean(gh * xhat)
-        grad = rows * weight.data if weight is not None else rows.copy()   # gh
-        grad -= rows @ weighted_average                                  # - mean(gh)
-        grad -= g_xhat
-        grad *= rstd
-        return grad.reshape(x.shape)
+        grad_weight = ones @ g_xhat if weight is not None and weight.requires_grad else None
+        grad_bias = ones @ rows if bias is not None and bias.requires_grad else None
+        grad_x = None
+        if x.requires_grad:
+            np.multiply(xhat, g_xhat @ weighted_average, out=g_xhat)   # xhat·mean(gh·xhat)
+            grad_x = rows * weight.data if weight is not None else rows.copy()   # gh
+            grad_x -= rows @ weighted_average                                  # - mean(gh)
+            grad_x -= g_xhat
+            grad_x *= rstd
+            grad_x = grad_x.reshape(x.shape)
+        return [grad_x] + [grad for p, grad in ((weight, grad_weight), (bias, grad_bias)) if p is not None]
 
-    def parameter_grad(name):
-        def vjp(g):
-            if saved.get("g") is not g:   # x needs no gradient, so its vjp did not run
-                grad_x(g)
-            return saved[name].copy()     # a copy: backward may add into what a vjp returns
-        return vjp
-
-    inputs = [x] + [p for p in (weight, bias) if p is not None]
-    vjps = [grad_x]
-    if weight is not None:
-        vjps.append(parameter_grad("weight"))   # d out / d weight = xhat
-    if bias is not None:
-        vjps.append(parameter_grad("bias"))     # d out / d bias = 1
-    return make_op("layer_norm", out.reshape(x.shape), tuple(inputs), tuple(vjps))
+    parameters = [(p, rule) for p, rule in ((weight, "dL/dweight = Σ_rows g·xhat"), (bias, "dL/dbias = Σ_rows g"))
+                  if p is not None]
+    return make_op("layer_norm", out.reshape(x.shape), (x, *(p for p, _ in parameters)), vjps=backward,
+                   rules=("dL/dx = (gh - mean(gh) - xhat·mean(gh·xhat)) / σ, gh = g·weight",
+                          *(rule for _, rule in parameters)), fresh=True)
 
 
 def dropout(x, p, training=True, rng=None):
@@ -146,22 +163,22 @@ def dropout(x, p, training=True, rng=None):
         return x
     keep = (rng or nn_rng.current()).random(x.shape) >= p
     scale = (keep / (1 - p)).astype(x.dtype)
-    return make_op("dropout", x.data * scale, (x,), (lambda g: g * scale,))   # d/dx = mask / (1-p)
+    return make_op("dropout", x.data * scale, (x,), vjps=(lambda g: g * scale,),
+                   rules=("d dropout(x)/dx = mask/(1-p)",), fresh=True)
 
 
 @functools.lru_cache(maxsize=16)
-def causal_mask(t, s, dtype):
-    """(t, s) additive mask: 0 where query i may look at key j (j <= i + s - t), -inf after.
-    Cached, so the mask is built once per sequence length rather than every step."""
-    allowed = np.tril(np.ones((t, s), bool), k=s - t)
-    mask = np.where(allowed, 0, -np.inf).astype(dtype)
-    mask.flags.writeable = False
-    return mask
+def future_positions(t, s):
+    """(t, s) boolean mask, True where key j comes after query i (j > i + s - t): what a
+    causal query may not look at. Cached, so it is built once per sequence length."""
+    future = ~np.tril(np.ones((t, s), bool), k=s - t)
+    future.flags.writeable = False
+    return future
 
 
 def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dropout_p=0.0,
                                  training=True, rng=None):
-    """softmax(q k^T / sqrt(d) + mask) v for q (..., T, d), k (..., S, d), v (..., S, dv).
+    """softmax(q kᵀ / √d + mask) v for q (..., T, d), k (..., S, d), v (..., S, dv).
 
     With causal=True, query i attends only to keys j <= i (aligned at the end when S > T).
     Returns out (..., T, dv), and with return_weights also the attention weights
@@ -170,25 +187,49 @@ def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dro
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or q.ndim < 2:
         raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} do not "
                          "fit: expected q (..., T, d), k (..., S, d), v (..., S, dv)")
-    scale = np.asarray(1 / np.sqrt(q.shape[-1]), dtype=q.dtype)
-    q_scaled = q.data * scale                 # (..., T, d): cheaper to scale than the (T, S) scores
-    # numpy hands a batched product to BLAS at full speed only when its right operand is
-    # contiguous (a transposed view runs ~1.7x slower), so k^T and v are made so; and
-    # v^T and k, for the backward, when it runs
-    transposed = lambda a: np.ascontiguousarray(np.swapaxes(a, -1, -2))
-    k_t, v_data = transposed(k.data), np.ascontiguousarray(v.data)   # (..., d, S), (..., S, dv)
-    ones = np.ones((k.shape[-2], 1), q.dtype)  # x @ ones sums rows: several times faster than .sum(-1)
+    T, S, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    drop = dropout_p and training
 
-    def scores():                             # (..., T, S)
+    if tg.is_composed():
+        with tg.scope("scores"):         # how well each query matches each key
+            scores = q @ k.swapaxes(-2, -1) / np.sqrt(d)                  # (..., T, S)
+        scores.label = "scores"
+        if causal:
+            with tg.scope("mask"):       # a query may not look at later keys
+                scores = scores.masked_fill(future_positions(T, S), -np.inf)
+        with tg.scope("softmax"):        # each row of scores into a distribution over the keys
+            # a constant shift leaves softmax unchanged; the row max keeps e^x from overflowing
+            shift = Tensor(scores.data.max(axis=-1, keepdims=True))
+            e = (scores - shift).exp()
+            weights = e / e.sum(axis=-1, keepdims=True)                   # (..., T, S), rows sum to 1
+        weights.label = "weights"
+        attended = weights
+        if drop:
+            with tg.scope("dropout"):
+                attended = dropout(weights, dropout_p, training, rng)
+        with tg.scope("weighted_sum"):   # each output: the values averaged by the weights
+            out = attended @ v                                            # (..., T, dv)
+        return (out, weights.data) if return_weights else out
+
+    # fused: one node. q is scaled rather than the (T, S) scores, which are bigger.
+    scale = np.asarray(1 / np.sqrt(d), dtype=q.dtype)
+    q_scaled = q.data * scale                                             # (..., T, d)
+    # numpy hands a batched product to BLAS at full speed only when its right operand is
+    # contiguous, so k^T and v are made so (and v^T and k in the backward)
+    transposed = lambda a: np.ascontiguousarray(np.swapaxes(a, -1, -2))
+    k_t, v_data = transposed(k.data), np.ascontiguousarray(v.data)      # (..., d, S), (..., S, dv)
+    ones = np.ones((S, 1), q.dtype)   # x @ ones sums the rows with BLAS, faster than .sum(-1)
+
+    def scores():                                                        # (..., T, S)
         s = q_scaled @ k_t
         if causal:
-            s += causal_mask(q.shape[-2], k.shape[-2], s.dtype)
+            np.copyto(s, -np.inf, where=future_positions(T, S))
         return s
 
-    # softmax over each row, in place. Subtracting a constant from a row leaves its softmax
-    # unchanged; the max of each head's whole (T, S) block is one (and ~20x faster to find
-    # in numpy than every row's max), and since it is >= each row's max, exp cannot overflow.
-    # A row far below its head's max could underflow to all zeros: then redo with row maxima.
+    # softmax over each row, in place. Any constant per row may be subtracted; the max of
+    # each head's whole (T, S) block is one (much cheaper to find in numpy than every
+    # row's), and since it is >= each row's max, exp cannot overflow. A row far below its
+    # head's max could underflow to all zeros: then redo it with the row maxima.
     weights = scores()
     weights -= weights.max(axis=(-2, -1), keepdims=True)
     np.exp(weights, out=weights)
@@ -198,36 +239,34 @@ def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dro
         weights -= weights.max(axis=-1, keepdims=True)
         np.exp(weights, out=weights)
         totals = weights @ ones
-    weights *= 1 / totals                                          # (..., T, S), rows sum to 1
-    dropped, drop_scale = weights, None
-    if dropout_p and training:
+    weights *= 1 / totals                                               # (..., T, S), rows sum to 1
+    attended, drop_scale = weights, None
+    if drop:
         keep = (rng or nn_rng.current()).random(weights.shape) >= dropout_p
-        drop_scale = (keep / (1 - dropout_p)).astype(weights.dtype)   # mask / (1-p)
-        dropped = weights * drop_scale
-    out = dropped @ v_data                                         # (..., T, dv)
+        drop_scale = (keep / (1 - dropout_p)).astype(weights.dtype)    # mask / (1-p)
+        attended = weights * drop_scale
+    out = attended @ v_data                                             # (..., T, dv)
 
-    saved = {}
-
-    def grad_scores(g):
-        """dL/d(q_scaled k^T), computed once per backward for both q's and k's vjps."""
-        if saved.get("g") is not g:
-            # out = A v with A = dropout(W): dL/dA = g v^T; through dropout: dL/dW = dL/dA * mask/(1-p)
+    def backward(g):   # q's and k's gradients share dL/dscores: computed once
+        grad_q = grad_k = None
+        grad_v = np.swapaxes(attended, -1, -2) @ g if v.requires_grad else None   # d(A v)/dv = Aᵀ
+        if q.requires_grad or k.requires_grad:
+            # out = A v with A = dropout(W): dL/dA = g vᵀ; through dropout: dL/dW = dL/dA·mask/(1-p)
             grad = g @ transposed(v_data)
             if drop_scale is not None:
                 grad *= drop_scale
-            # softmax: dL/ds = W * (dL/dW - sum_j dL/dW_j W_j); masked entries have W = 0
+            # softmax: dL/ds = W·(dL/dW - Σ_j dL/dW_j·W_j); masked entries have W = 0
             grad -= np.vecdot(grad, weights)[..., None]
             grad *= weights
-            saved["g"], saved["grad"] = g, grad
-        return saved["grad"]
+            if q.requires_grad:          # s = (q·scale) kᵀ: ds/dq = k·scale
+                grad_q = grad @ np.ascontiguousarray(k.data)
+                grad_q *= scale
+            if k.requires_grad:          # ds/dk = q·scale
+                grad_k = np.swapaxes(grad, -1, -2) @ q_scaled
+        return grad_q, grad_k, grad_v
 
-    def grad_q(g):  # s = (q * scale) k^T: ds/dq = k * scale
-        grad = grad_scores(g) @ np.ascontiguousarray(k.data)
-        grad *= scale
-        return grad
-
-    out_tensor = make_op("scaled_dot_product_attention", out, (q, k, v),
-                         (grad_q,
-                          lambda g: np.swapaxes(grad_scores(g), -1, -2) @ q_scaled,   # ds/dk = q * scale
-                          lambda g: np.swapaxes(dropped, -1, -2) @ g))                # d(A v)/dv = A^T
+    out_tensor = make_op("scaled_dot_product_attention", out, (q, k, v), vjps=backward, fresh=True,
+                         rules=("dL/dq = dL/ds @ k / √d, dL/ds = W·(dL/dW - Σ_j dL/dW_j·W_j), dL/dW = g @ vᵀ",
+                                "dL/dk = (dL/ds)ᵀ @ q / √d",
+                                "dL/dv = Wᵀ @ g"))
     return (out_tensor, weights) if return_weights else out_tensor

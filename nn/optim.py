@@ -107,7 +107,7 @@ class Adam(Optimizer):
         beta1, beta2 = self.betas
         m, v, tmp = self.m[i], self.v[i], self._scratch(w)
         # t as a python int: a numpy int64 would make the scalar factors below numpy float64s,
-        # and numpy would then run each pass over these float32 arrays in float64 (2x slower)
+        # and numpy would then run each pass over these float32 arrays in float64, more slowly
         t = int(self.updates[i])
         np.subtract(g, m, out=tmp)
         tmp *= 1 - beta1

@@ -4,8 +4,8 @@ Each of `processes` parts of a batch runs forward and backward in a process of i
 this one, and processes forked from it when DataParallel is made. Processes, not threads:
 numpy lets go of Python's lock (the GIL) while it computes, but a tensorgrad step also
 runs Python between its numpy calls (building the graph, calling each vjp), and a thread
-waiting for the lock stalls its own numpy work. Measured on the nanoGPT CPU model, two
-threads made each half-batch ~45% slower than it runs alone; two processes, ~10%.
+waiting for the lock stalls its own numpy work (README's benchmark notes give the
+figures: threads slowed each half-batch several times more than processes do).
 
 The parameters move into shared memory, so every process computes with the current
 weights. Each process copies its part's gradients into a shared buffer and then adds up
@@ -206,16 +206,13 @@ class WorkerDied(RuntimeError):
 def _part(model, x, y, share, seed, backward):
     """One part: the model's loss on (x, y) times its share of the batch; with `backward`,
     d (share * loss) / d parameter is added into the parameters' .grad."""
-    rng.use_in_this_thread(None if seed is None else np.random.default_rng(seed))
-    try:
+    with rng.drawing_from(None if seed is None else np.random.default_rng(seed)):
         if not backward:
             with tg.no_grad():
                 return model(x, y)[1].item() * share
         _, loss = model(x, y)
         loss.backward(np.asarray(share, loss.dtype))   # d (share * part mean) / d part mean
         return loss.item() * share
-    finally:
-        rng.use_in_this_thread(None)
 
 
 def _serve(model, optimizer, k, grads, totals, connection):

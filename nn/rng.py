@@ -1,13 +1,13 @@
 """The random number generator of nn: parameter init and dropout draw from it, so one
 seed (nn.manual_seed) makes a run repeatable, and its state can travel in a checkpoint.
-A thread can be given a generator of its own (nn.parallel does, one per part of a batch,
-seeded from this one), so threads never race for one stream and a run stays repeatable."""
-import threading
+nn.parallel runs each part of a batch drawing from a generator of its own, seeded from
+this one (drawing_from), so a run is repeatable for a given number of processes."""
+import contextlib
 
 import numpy as np
 
 generator = np.random.default_rng()
-_thread = threading.local()
+_instead = None   # the generator drawing_from() put in place of nn's, if any
 
 
 def manual_seed(seed):
@@ -25,10 +25,16 @@ def set_state(state):
 
 
 def current():
-    """The generator this thread draws from: its own if one was given, else nn's."""
-    return getattr(_thread, "generator", None) or generator
+    """The generator dropout draws from: nn's, or the one drawing_from() put in its place."""
+    return _instead or generator
 
 
-def use_in_this_thread(own):
-    """Make `own` (a numpy Generator, or None for nn's) this thread's generator."""
-    _thread.generator = own
+@contextlib.contextmanager
+def drawing_from(own):
+    """Inside this block, dropout draws from `own` (a numpy Generator; None: nn's own)."""
+    global _instead
+    previous, _instead = _instead, own
+    try:
+        yield
+    finally:
+        _instead = previous

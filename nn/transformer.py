@@ -15,8 +15,9 @@ from .rng import generator
 
 class MultiHeadAttention(Module):
     """Each head h looks at the sequence through its own projections:
-    q = x W_Q, k = x W_K, v = x W_V; weights = softmax(q k^T / sqrt(hs) + causal mask);
-    head = weights v. The heads are concatenated and mixed by W_O (proj).
+    q = x W_Q, k = x W_K, v = x W_V; weights = softmax(q kᵀ / √hs + causal mask);
+    head = weights v. The heads are concatenated and mixed by W_O (proj). Inside
+    tg.composed(), attention runs step by step (scores, mask, softmax, weighted_sum).
 
     qkv is one Linear(C, 3C) whose output columns are [q | k | v]; head h uses columns
     h*hs:(h+1)*hs of each. The last forward's weights stay in `last_weights` (B, nh, T, T).
@@ -37,6 +38,7 @@ class MultiHeadAttention(Module):
         qkv = self.qkv(x).reshape(B, T, 3, nh, C // nh)     # (B, T, 3, nh, hs)
         qkv = qkv.transpose(2, 0, 3, 1, 4)                   # (3, B, nh, T, hs)
         q, k, v = qkv[0], qkv[1], qkv[2]                      # each (B, nh, T, hs)
+        q.label, k.label, v.label = "q", "k", "v"             # names drawings and traces show
         y, self.last_weights = F.scaled_dot_product_attention(
             q, k, v, causal=self.causal, return_weights=True,
             dropout_p=self.dropout_p, training=self.training)  # (B, nh, T, hs)

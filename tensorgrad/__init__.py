@@ -5,13 +5,14 @@
     loss = (x @ x).tanh().sum()
     loss.backward()            # x.grad now holds dloss/dx
 """
-from .autograd import backward_order, detect_anomaly, no_grad, scope
+from .autograd import backward_order, composed, detect_anomaly, is_composed, no_grad, scope
 from .draw import draw_graph, render_graph
 from .gradcheck import GradcheckError, gradcheck
 from .tensor import Tensor, arange, cat, make_op, maximum, ones, randn, stack, tensor, where, zeros
 
 __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn", "arange", "cat", "stack", "where", "maximum",
-    "make_op", "no_grad", "detect_anomaly", "scope", "backward_order", "gradcheck", "GradcheckError",
+    "make_op", "no_grad", "detect_anomaly", "composed", "is_composed", "scope", "backward_order",
+    "gradcheck", "GradcheckError",
     "draw_graph", "render_graph",
 ]

@@ -1,12 +1,13 @@
 """The graph side of the engine: grad modes, scopes, and the backward pass.
 
-An op's output Tensor remembers its inputs (``_parents``) and, for each input, a
-vector-Jacobian product (``_vjps``): a function that takes g = dL/d(output) and returns
-dL/d(input). backward() visits the graph from the loss towards the leaves, in an order
-where every node comes after all the nodes that consume it, and applies the chain rule
-at each node:
+An op's output Tensor remembers its inputs (``_parents``) and how to send a gradient back
+to each (``_vjps``): one vector-Jacobian product per input, a function that takes
+g = dL/d(output) and returns dL/d(input); or, for an op whose inputs' gradients share
+work, one function that returns all of them. backward() visits the graph from the loss
+towards the leaves, in an order where every node comes after all the nodes that consume
+it, and applies the chain rule at each node:
 
-    input.grad += vjp(node.grad)        (upstream gradient x local derivative)
+    input.grad += vjp(node.grad)        (upstream gradient × local derivative)
 """
 import contextlib
 import threading
@@ -15,10 +16,11 @@ import numpy as np
 
 
 class _Modes(threading.local):
-    """Switches read by every op. Each thread has its own (as in PyTorch), starting from
-    these defaults, so threads can build separate graphs at the same time."""
+    """Switches read by every op. Each thread has its own, starting from these defaults (as
+    in PyTorch): a thread that turns gradients off, or opens a scope, does so for itself."""
     grad_enabled = True   # False inside no_grad(): ops build no graph
     anomaly = False       # True inside detect_anomaly(): every op checks for nan/inf
+    composed = False      # True inside composed(): fused ops run as their compositions
     scope = ()            # names of the open scope() blocks, outermost first
 
 
@@ -26,33 +28,46 @@ modes = _Modes()
 
 
 @contextlib.contextmanager
-def no_grad():
-    """Inside this block (or a function decorated with it), ops build no graph."""
-    previous = modes.grad_enabled
-    modes.grad_enabled = False
+def _switched(mode, value):
+    """Set one of the modes for the duration of a with-block (or a decorated function)."""
+    previous = getattr(modes, mode)
+    setattr(modes, mode, value)
     try:
         yield
     finally:
-        modes.grad_enabled = previous
+        setattr(modes, mode, previous)
 
 
-@contextlib.contextmanager
+def no_grad():
+    """Inside this block (or a function decorated with it), ops build no graph."""
+    return _switched("grad_enabled", False)
+
+
 def detect_anomaly():
     """Inside this block, the first op whose forward or backward makes nan/inf raises
     FloatingPointError naming that op and its input shapes. Slow: for debugging only."""
-    previous = modes.anomaly
-    modes.anomaly = True
-    try:
-        yield
-    finally:
-        modes.anomaly = previous
+    return _switched("anomaly", True)
+
+
+def composed():
+    """Inside this block, every fused op (softmax, log_softmax, gelu, and nn.functional's
+    linear, layer_norm, cross_entropy, scaled_dot_product_attention) runs as its
+    composition of primitive ops, written beside its fused body: drawings and traces then
+    show every step of the math. Values and gradients are the same (tests prove it);
+    outside the block, training uses the fused ops, which are faster."""
+    return _switched("composed", True)
+
+
+def is_composed():
+    """True inside `with composed():` (on this thread)."""
+    return modes.composed
 
 
 class scope:
     """`with scope(name):` tags every op made inside with `name` (nested scopes join: "h.0"
     then "attn"). nn.Module calls open one per module; graph drawings cluster and collapse
-    by it. A class rather than a generator-based contextmanager: every module call of a
-    training step opens one, and this costs a third as much."""
+    by it. A class, which is cheaper than a generator-based contextmanager: every module
+    call of a training step opens one."""
     __slots__ = ("name", "previous")
 
     def __init__(self, name):
@@ -77,6 +92,12 @@ def unbroadcast(grad, shape):
     stretched = tuple(extra + i for i, n in enumerate(shape) if n == 1 and grad.shape[extra + i] != 1)
     summed = grad.sum(axis=tuple(range(extra)) + stretched, keepdims=True) if extra or stretched else grad
     return summed.reshape(shape)
+
+
+def broadcasts_to(shape, target):
+    """True when numpy broadcasting stretches an array of `shape` to `target`."""
+    return len(shape) <= len(target) and all(
+        n == m or n == 1 for n, m in zip(reversed(shape), reversed(target)))
 
 
 def describe(node):
@@ -120,97 +141,99 @@ def backward_order(root):
     return order
 
 
-def backward(root, grad=None, retain_graph=False, on_edge=None):
+def backward(root, grad=None, retain_graph=False):
     """Fill .grad of every tensor that `root` depends on and that requires grad.
 
     Leaves accumulate across calls (`+=`, as in PyTorch); an intermediate node's .grad
     holds the gradient of the latest backward. Unless retain_graph, each node's vjps
     (and the arrays they saved) are dropped as soon as the node is done, so memory is
     released as backward goes and a second backward through it is an error.
-    `on_edge(node, parent, vjp, contribution)` is called on every edge when given
-    (the chain-rule trace uses it); the plain path passes None.
     """
-    if not root.requires_grad:
-        raise RuntimeError(
-            f"backward: this tensor (shape {root.shape}) does not require grad: none of the "
-            "tensors it was made from has requires_grad=True, or it was made under no_grad()")
-    if grad is None:
-        if root.data.size != 1:
-            raise RuntimeError(
-                f"backward: grad can be implied only for a single-element output, but this tensor "
-                f"has shape {root.shape}; pass backward(grad) with an array of that shape, "
-                "or reduce it first (loss = y.sum())")
-        grad = np.ones_like(root.data)
-    else:
-        grad = np.asarray(grad.data if hasattr(grad, "data") else grad, dtype=root.data.dtype)
-        if grad.shape != root.shape:
-            raise ValueError(f"backward: grad has shape {grad.shape} but the tensor has shape {root.shape}")
-
     order = backward_order(root)
+    seed = first_gradient(root, grad)
     for node in order:
         if node._parents:
-            if node._vjps is None:
-                raise RuntimeError(
-                    f"backward: trying to go back through op {describe(node)} a second time, but its "
-                    "saved values were freed by the first backward(); call backward(retain_graph=True) "
-                    "the first time if you need to backward through a graph twice")
-            node.grad = None  # an intermediate's grad is this call's, not a sum over calls
-    root.grad = grad.copy() if root.grad is None else root.grad + grad
+            check_not_freed(node)
+            node.grad = None   # an intermediate's grad is this call's, not a sum over calls
+    root.grad = seed if root.grad is None else root.grad + seed
 
-    writable = set()   # ids of the tensors whose .grad is an array this call made: safe to add into
-    anomaly = modes.anomaly   # read once: a thread-local lookup on every edge adds up
+    gradients = Accumulator()
     for node in order:
-        vjps = node._vjps
-        if vjps is None:  # a leaf: its grad is complete
+        if not node._parents:   # a leaf: nothing is left to send back
             continue
-        upstream = node.grad
-        for parent, vjp in zip(node._parents, vjps):
-            if not parent.requires_grad:
-                continue
-            contribution = vjp(upstream)  # the chain rule: upstream grad x local derivative
-            if type(contribution) is Scatter:
-                if on_edge is None and not anomaly:   # add it where it is nonzero, in place
-                    if id(parent) not in writable:   # an array of this call's own to add into
-                        parent.grad = (np.zeros(parent.data.shape, parent.data.dtype) if parent.grad is None
-                                       else parent.grad.copy())
-                        writable.add(id(parent))
-                    contribution.add_into(parent.grad)
-                    continue
-                contribution = contribution.dense(parent.data.shape, parent.data.dtype)
-            if type(contribution) is not np.ndarray:
-                contribution = np.asarray(contribution)
-            if contribution.shape != parent.data.shape:
-                contribution = unbroadcast(contribution, parent.data.shape)
-            if contribution.dtype != parent.data.dtype:
-                contribution = contribution.astype(parent.data.dtype)
-            if anomaly:
-                index = next(i for i, p in enumerate(node._parents) if p is parent)
-                check_finite(node._op, contribution, f"the backward's gradient for input {index}",
-                             node._parents)
-            if on_edge is not None:
-                on_edge(node, parent, vjp, contribution)
-            fresh = contribution is not upstream and _owns(contribution)
-            if parent.grad is None:
-                # a leaf gets an array of its own, so updating it in place (clipping, an
-                # optimizer) touches nothing else; an intermediate's grad may be shared
-                if fresh or not parent._parents:
-                    parent.grad = contribution if fresh else contribution.copy()
-                    writable.add(id(parent))
-                else:
-                    parent.grad = contribution
-                continue
-            # the sum goes into an array this call made, if there is one: numpy writes a
-            # fresh array more slowly than it adds in place
-            if id(parent) in writable:
-                parent.grad += contribution
-            elif fresh:
-                contribution += parent.grad
-                parent.grad = contribution
-            else:
-                parent.grad = parent.grad + contribution
-            writable.add(id(parent))
+        for index, contribution in enumerate(input_gradients(node._vjps, node._parents, node.grad)):
+            if contribution is not None:
+                gradients.add(node, index, contribution)   # input.grad += upstream × local
         if not retain_graph:
             node._vjps = None
+
+
+def input_gradients(vjps, inputs, upstream):
+    """dL/d(input) for each of an op's inputs (None for those that need no gradient), from
+    the op's vjps and g = dL/d(output) = `upstream`."""
+    if callable(vjps):   # one backward for all the inputs: their gradients share work
+        return [g if x.requires_grad else None for x, g in zip(inputs, vjps(upstream))]
+    return [vjp(upstream) if x.requires_grad else None for x, vjp in zip(inputs, vjps)]
+
+
+class Accumulator:
+    """`input.grad += contribution` for one backward pass: the one place where gradients
+    are added, and so where the speed tricks live.
+
+    - A contribution in the broadcast shape is summed down to the input's shape
+      (unbroadcast); any other shape is the vjp's mistake, reported here.
+    - numpy updates an array in place faster than it writes a new one, so a second
+      contribution is added into an array this pass owns: one it made, or one an op
+      handed over (make_op(..., fresh=True): "the arrays my vjps return are new, and
+      nothing else holds them"). Arrays others may hold (g itself, a view, a leaf's
+      .grad from an earlier backward that a user may keep) are never written into.
+    - A leaf's .grad is always an array of its own, so updating it in place (clipping,
+      an optimizer) changes nothing else.
+    - A Scatter (the gradient of x[index]: zero but at the picked places) is added in
+      place where it is nonzero.
+    """
+
+    def __init__(self):
+        self.owned = set()           # ids of tensors whose .grad only this pass holds
+        self.check = modes.anomaly   # detect_anomaly(): read once, not on every edge
+
+    def add(self, node, index, contribution):
+        x = node._parents[index]
+        if type(contribution) is Scatter:
+            contribution.add_into(self.writable_grad(x))
+            return
+        fresh = node._fresh
+        if type(contribution) is not np.ndarray:   # a numpy scalar, from 0-d arithmetic
+            contribution, fresh = np.asarray(contribution), True
+        if contribution.shape != x.data.shape:
+            if not broadcasts_to(x.data.shape, contribution.shape):
+                raise ValueError(wrong_shape(node, index, contribution.shape))
+            contribution, fresh = unbroadcast(contribution, x.data.shape), True   # a sum: a new array
+        if contribution.dtype != x.data.dtype:
+            contribution, fresh = contribution.astype(x.data.dtype), True
+        if self.check:
+            check_finite(node._op, contribution, f"the backward's gradient for input {index}", node._parents)
+        if id(x) in self.owned:
+            x.grad += contribution
+        elif x.grad is None and not fresh and x._parents:
+            x.grad = contribution   # an intermediate may share it: nothing writes into it
+        elif x.grad is None:
+            x.grad = contribution if fresh else contribution.copy()
+            self.owned.add(id(x))
+        elif fresh:
+            contribution += x.grad
+            x.grad = contribution
+            self.owned.add(id(x))
+        else:
+            x.grad = x.grad + contribution
+            self.owned.add(id(x))
+
+    def writable_grad(self, x):
+        """x.grad as an array this pass owns: zeros, or a copy of the gradient so far."""
+        if id(x) not in self.owned:
+            x.grad = np.zeros(x.data.shape, x.data.dtype) if x.grad is None else x.grad.copy()
+            self.owned.add(id(x))
+        return x.grad
 
 
 class Scatter:
@@ -236,6 +259,47 @@ class Scatter:
         return grad
 
 
-def _owns(array):
-    """True when `array` is a fresh, writable array, not a view of another."""
-    return array.base is None and array.flags.writeable
+def dense(contribution, shape, dtype):
+    """A vjp's result as an array of `shape`: a Scatter filled in, a broadcast one summed down."""
+    if isinstance(contribution, Scatter):
+        return contribution.dense(shape, dtype)
+    contribution = np.asarray(contribution)
+    return contribution if contribution.shape == shape else unbroadcast(contribution, shape)
+
+
+def first_gradient(root, grad):
+    """dL/d(root) to start from, as an array of this pass's own: 1 for a one-element root,
+    else `grad`, which must have root's shape."""
+    if not root.requires_grad:
+        raise RuntimeError(
+            f"backward: this tensor (shape {root.shape}) does not require grad: none of the "
+            "tensors it was made from has requires_grad=True, or it was made under no_grad()")
+    if grad is None:
+        if root.data.size != 1:
+            raise RuntimeError(
+                f"backward: grad can be implied only for a single-element output, but this tensor "
+                f"has shape {root.shape}; pass backward(grad) with an array of that shape, "
+                "or reduce it first (loss = y.sum())")
+        return np.ones_like(root.data)
+    grad = np.array(grad.data if hasattr(grad, "data") else grad, dtype=root.data.dtype)
+    if grad.shape != root.shape:
+        raise ValueError(f"backward: grad has shape {grad.shape} but the tensor has shape {root.shape}")
+    return grad
+
+
+def check_not_freed(node):
+    if node._vjps is None:
+        raise RuntimeError(
+            f"backward: trying to go back through op {describe(node)} a second time, but its "
+            "saved values were freed by the first backward(); call backward(retain_graph=True) "
+            "the first time if you need to backward through a graph twice")
+
+
+def wrong_shape(node, index, shape):
+    """The error for a vjp whose gradient cannot be summed down to its input's shape."""
+    x = node._parents[index]
+    hint = " (the input's shape reversed: a transpose too many, or one missing?)" if shape == x.shape[::-1] else ""
+    return (f"backward of op {describe(node)}: the gradient for input {index}"
+            f"{f' ({x.label!r})' if x.label else ''}, of shape {x.shape}, came back with shape "
+            f"{shape}{hint}; a vjp must return dL/d(input) in the input's shape, or in a shape that "
+            "the input broadcasts to (backward then sums it down)")

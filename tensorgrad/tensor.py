@@ -1,9 +1,15 @@
 """Tensor: a numpy array that remembers how it was made, and every differentiable op.
 
 Each op computes its forward with numpy and hands make_op() one vector-Jacobian product
-(vjp) per input: given g = dL/d(out), it returns dL/d(input). The comment beside each vjp
-is the local derivative it applies. A vjp may return its gradient in the broadcast
-shape; backward sums it back to the input's shape (autograd.unbroadcast) in one place.
+(vjp) per input: given g = dL/d(out), it returns dL/d(input). Beside the vjps stand their
+rules: the local derivative of each input, written once, as a student reads it; the
+chain-rule trace and the explorer page print them. A vjp may return its gradient in the
+broadcast shape; backward sums it back to the input's shape (autograd.unbroadcast) in
+one place.
+
+The fused ops (softmax, log_softmax, gelu) compute in one node with a hand-derived
+backward; inside `tg.composed()` each runs instead as its composition of primitive ops,
+written beside it like the math.
 
 Dtypes: python floats become float32 (speed); float64 arrays stay float64 (gradcheck);
 python and numpy scalars take the tensor's dtype, so no op turns float32 into float64.
@@ -32,8 +38,8 @@ class Tensor:
     """An ndarray `.data`, its gradient `.grad` (same shape and dtype, or None), and
     for an op's output: the op's name, its inputs and their vjps."""
 
-    __slots__ = ("data", "grad", "requires_grad", "label", "_op", "_parents", "_vjps", "_scope",
-                 "__weakref__")
+    __slots__ = ("data", "grad", "requires_grad", "label", "_op", "_parents", "_vjps", "_rules",
+                 "_fresh", "_scope", "__weakref__")
     __array_ufunc__ = None  # `ndarray + Tensor` calls Tensor.__radd__ instead of looping in numpy
     __hash__ = object.__hash__  # == compares elementwise, so hash by identity
 
@@ -49,7 +55,9 @@ class Tensor:
         self.label = label
         self._op = None       # name of the op that made this tensor; None for a leaf
         self._parents = ()    # the op's input tensors, in order
-        self._vjps = None     # one function per input: dL/d(out) -> dL/d(input)
+        self._vjps = None     # one function per input: dL/d(out) -> dL/d(input); or one for all
+        self._rules = None    # the local derivative of each input, as a formula (text)
+        self._fresh = False   # True: the vjps return new arrays that nothing else holds
         self._scope = ()      # the scope() names open when the op ran
 
     # ---- attributes -------------------------------------------------------------------
@@ -58,6 +66,8 @@ class Tensor:
     dtype = property(lambda self: self.data.dtype)
     size = property(lambda self: self.data.size)
     op = property(lambda self: self._op, doc="name of the op that made this tensor; None for a leaf")
+    rules = property(lambda self: self._rules,
+                     doc="the op's local-derivative rule for each input (text), or None")
 
     def item(self):
         return self.data.item()
@@ -107,41 +117,43 @@ class Tensor:
     def __add__(self, other):
         other = self._lift(other)
         return make_op("add", _broadcasting("add", np.add, self, other), (self, other),
-                       (lambda g: g,     # d(a+b)/da = 1
-                        lambda g: g))    # d(a+b)/db = 1
+                       vjps=(lambda g: g, lambda g: g),
+                       rules=("d(a+b)/da = 1", "d(a+b)/db = 1"))
 
     def __sub__(self, other):
         other = self._lift(other)
         return make_op("sub", _broadcasting("sub", np.subtract, self, other), (self, other),
-                       (lambda g: g,     # d(a-b)/da = 1
-                        lambda g: -g))   # d(a-b)/db = -1
+                       vjps=(lambda g: g, lambda g: -g),
+                       rules=("d(a-b)/da = 1", "d(a-b)/db = -1"))
 
     def __mul__(self, other):
         other = self._lift(other)
         a, b = self.data, other.data
         return make_op("mul", _broadcasting("mul", np.multiply, self, other), (self, other),
-                       (lambda g: g * b,    # d(a*b)/da = b
-                        lambda g: g * a))   # d(a*b)/db = a
+                       vjps=(lambda g: g * b, lambda g: g * a),
+                       rules=("d(a·b)/da = b", "d(a·b)/db = a"), fresh=True)
 
     def __truediv__(self, other):
         other = self._lift(other)
         a, b = self.data, other.data
         return make_op("div", _broadcasting("div", np.divide, self, other), (self, other),
-                       (lambda g: g / b,                # d(a/b)/da = 1/b
-                        lambda g: -g * a / (b * b)))    # d(a/b)/db = -a/b^2
+                       vjps=(lambda g: g / b, lambda g: -g * a / (b * b)),
+                       rules=("d(a/b)/da = 1/b", "d(a/b)/db = -a/b²"), fresh=True)
 
     def __pow__(self, exponent):
         exponent = self._lift(exponent)
         a, b = self.data, exponent.data
         out = _broadcasting("pow", np.power, self, exponent)
+        # d/da is taken as 0 where b = 0 (a^0 = 1 is constant, even at a = 0), and d/db as 0
+        # at a = 0 (where a^b is 0 for every b > 0)
         return make_op("pow", out, (self, exponent),
-                       # d(a^b)/da = b a^(b-1), taken as 0 where b = 0 (a^0 = 1 is constant, even at a = 0)
-                       (lambda g: g * np.where(b == 0, 0, b * a ** (b - 1)),
-                        # d(a^b)/db = a^b ln(a), taken as 0 at a = 0 (where a^b is 0 for every b > 0)
-                        lambda g: g * out * np.log(np.where(a == 0, 1, a))))
+                       vjps=(lambda g: g * np.where(b == 0, 0, b * a ** (b - 1)),
+                             lambda g: g * out * np.log(np.where(a == 0, 1, a))),
+                       rules=("d(a^b)/da = b·a^(b-1)", "d(a^b)/db = a^b·ln(a)"), fresh=True)
 
     def __neg__(self):
-        return make_op("neg", -self.data, (self,), (lambda g: -g,))   # d(-a)/da = -1
+        return make_op("neg", -self.data, (self,), vjps=(lambda g: -g,), rules=("d(-a)/da = -1",),
+                       fresh=True)
 
     def __matmul__(self, other):
         """Batched matmul like np.matmul: (..., n, k) @ (..., k, m) -> (..., n, m);
@@ -158,11 +170,11 @@ class Tensor:
                 "batch axes must broadcast") from None
         out_shape = out.shape
 
-        def grad_a(g):  # d(a@b)/da: g @ b^T
+        def grad_a(g):
             grad = _matmul(g.reshape(out_shape), np.swapaxes(b, -1, -2))
             return grad[..., 0, :] if self.ndim == 1 else grad
 
-        def grad_b(g):  # d(a@b)/db: a^T @ g, summed over batch axes b was broadcast along
+        def grad_b(g):   # summed over the batch axes b was broadcast along
             g = g.reshape(out_shape)
             if b.ndim == 2 and a.ndim > 2:  # b met every row of a's batch: one 2-d matmul sums them
                 grad = a.reshape(-1, a.shape[-1]).T @ g.reshape(-1, g.shape[-1])
@@ -174,7 +186,8 @@ class Tensor:
             out = out[..., 0, :]
         if other.ndim == 1:
             out = out[..., 0]
-        return make_op("matmul", out, (self, other), (grad_a, grad_b))
+        return make_op("matmul", out, (self, other), vjps=(grad_a, grad_b),
+                       rules=("dL/da = g @ bᵀ", "dL/db = aᵀ @ g"), fresh=True)
 
     def __radd__(self, other):
         return self._lift(other) + self
@@ -217,13 +230,15 @@ class Tensor:
     def sum(self, axis=None, keepdims=False):
         axes, shape = _axes("sum", axis, self.ndim), self.shape
         return make_op("sum", self.data.sum(axis=axes, keepdims=keepdims), (self,),
-                       (lambda g: np.broadcast_to(_keep(g, axes, keepdims), shape),))  # d(sum x)/dx_i = 1
+                       vjps=(lambda g: np.broadcast_to(_keep(g, axes, keepdims), shape),),
+                       rules=("d(Σx)/dx_i = 1: g spread back over the summed axes",))
 
     def mean(self, axis=None, keepdims=False):
         axes, shape = _axes("mean", axis, self.ndim), self.shape
         count = int(np.prod([shape[i] for i in axes]))
         return make_op("mean", self.data.mean(axis=axes, keepdims=keepdims), (self,),
-                       (lambda g: np.broadcast_to(_keep(g, axes, keepdims) / count, shape),))  # d(mean x)/dx_i = 1/n
+                       vjps=(lambda g: np.broadcast_to(_keep(g, axes, keepdims) / count, shape),),
+                       rules=(f"d(mean x)/dx_i = 1/n, n = {count}",))
 
     def max(self, axis=None, keepdims=False):
         return self._extreme("max", np.max, axis, keepdims)
@@ -237,10 +252,12 @@ class Tensor:
             raise ValueError(f"{op}: cannot reduce an empty tensor of shape {self.shape}")
         x, best = self.data, reduce(self.data, axis=axes, keepdims=True)
 
-        def vjp(g):  # d(max x)/dx_i = 1 where x_i is the max, else 0; tied winners share it equally
+        def vjp(g):   # tied winners share the gradient equally
             winners = (x == best).astype(x.dtype)
             return _keep(g, axes, keepdims) * winners / winners.sum(axis=axes, keepdims=True)
-        return make_op(op, best if keepdims else best.squeeze(axes), (self,), (vjp,))
+        return make_op(op, best if keepdims else best.squeeze(axes), (self,), vjps=(vjp,),
+                       rules=(f"d({op} x)/dx_i = 1 where x_i is the {op} (ties share it), else 0",),
+                       fresh=True)
 
     def var(self, axis=None, keepdims=False):
         """Population variance (ddof=0, as numpy): mean((x - mean(x))^2)."""
@@ -250,81 +267,101 @@ class Tensor:
     # ---- elementwise functions ----------------------------------------------------------
     def exp(self):
         out = np.exp(self.data)
-        return make_op("exp", out, (self,), (lambda g: g * out,))   # d(e^x)/dx = e^x
+        return make_op("exp", out, (self,), vjps=(lambda g: g * out,), rules=("d(e^x)/dx = e^x",), fresh=True)
 
     def log(self):
         x = self.data
-        return make_op("log", np.log(x), (self,), (lambda g: g / x,))   # d(ln x)/dx = 1/x
+        return make_op("log", np.log(x), (self,), vjps=(lambda g: g / x,), rules=("d(ln x)/dx = 1/x",), fresh=True)
 
     def sqrt(self):
         out = np.sqrt(self.data)
-        return make_op("sqrt", out, (self,), (lambda g: g / (2 * out),))   # d(sqrt x)/dx = 1/(2 sqrt x)
+        return make_op("sqrt", out, (self,), vjps=(lambda g: g / (2 * out),), rules=("d(√x)/dx = 1/(2√x)",),
+                       fresh=True)
 
     def abs(self):
         x = self.data
-        return make_op("abs", np.abs(x), (self,), (lambda g: g * np.sign(x),))   # d|x|/dx = sign(x), 0 at 0
+        return make_op("abs", np.abs(x), (self,), vjps=(lambda g: g * np.sign(x),),
+                       rules=("d|x|/dx = sign(x), 0 at 0",), fresh=True)
 
     def tanh(self):
         out = np.tanh(self.data)
-        return make_op("tanh", out, (self,), (lambda g: g * (1 - out * out),))   # d(tanh x)/dx = 1 - tanh^2 x
+        return make_op("tanh", out, (self,), vjps=(lambda g: g * (1 - out * out),),
+                       rules=("d(tanh x)/dx = 1 - tanh²(x)",), fresh=True)
 
     def sigmoid(self):
         out = 0.5 * (1 + np.tanh(0.5 * self.data))   # = 1/(1+e^-x), without overflow in e^-x
-        return make_op("sigmoid", out, (self,), (lambda g: g * out * (1 - out),))   # ds/dx = s(1-s)
+        return make_op("sigmoid", out, (self,), vjps=(lambda g: g * out * (1 - out),),
+                       rules=("dσ(x)/dx = σ(x)·(1 - σ(x))",), fresh=True)
 
     def relu(self):
         x = self.data
-        return make_op("relu", np.maximum(x, 0), (self,), (lambda g: g * (x > 0),))   # 1 if x > 0 else 0
+        return make_op("relu", np.maximum(x, 0), (self,), vjps=(lambda g: g * (x > 0),),
+                       rules=("d relu(x)/dx = 1 if x > 0, else 0",), fresh=True)
 
     def gelu(self):
-        """GELU, tanh approximation (GPT-2, nanoGPT): x/2 (1 + tanh(u)), u = c x (1 + k x^2),
-        c = sqrt(2/pi), k = 0.044715. Computed in place in as few arrays as it can: this op
-        runs on the largest activations of a transformer, and numpy writes into a new array
-        about twice as slowly as it updates one in place."""
+        """GELU, tanh approximation (GPT-2, nanoGPT): x/2·(1 + tanh(u)), u = c·(x + k·x³),
+        c = √(2/π), k = 0.044715."""
+        if modes.composed:   # the formula, op by op
+            x = self
+            return 0.5 * x * (1 + (np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)).tanh())
+        # fused: one node, computed in place in as few arrays as it can, since this op runs
+        # on a transformer's largest activations and numpy updates an array in place faster
+        # than it writes a new one
         x = self.data
         c, k = np.asarray(np.sqrt(2 / np.pi), x.dtype), 0.044715
-        # x*x, not x**2 or x**3: numpy's integer power is slow; out= keeps a 0-d x an array
-        one_plus_t = np.multiply(x, x, out=np.empty_like(x))
-        one_plus_t *= k * c
-        one_plus_t += c
-        one_plus_t *= x                     # u
-        np.tanh(one_plus_t, out=one_plus_t)
-        one_plus_t += 1                     # 1 + t, t = tanh(u)
-        out = one_plus_t * x
-        out *= 0.5
+        buf = np.multiply(x, x, out=np.empty_like(x))   # x·x: numpy's integer power is slow;
+        buf *= k * c                                     # out= keeps a 0-d x an array
+        buf += c
+        buf *= x                                         # u = c·x·(1 + k·x²)
+        np.tanh(buf, out=buf)
+        buf += 1                                         # 1 + t, t = tanh(u)
+        out = buf * x
+        out *= 0.5                                       # x/2·(1 + t)
 
         def vjp(g):
-            # d/dx = (1+t)/2 + x/2 (1 - t^2) du/dx = (1+t)/2 [1 + x (1-t) du/dx],
-            # du/dx = c (1 + 3k x^2), and 1 - t = 2 - (1+t)
+            # d/dx = (1+t)/2 + x/2·(1 - t²)·du/dx = (1+t)/2·[1 + x·(1-t)·du/dx],
+            # du/dx = c·(1 + 3k·x²), and 1 - t = 2 - (1+t)
             grad = np.multiply(x, x, out=np.empty_like(x))
             grad *= 3 * k * c
-            grad += c
+            grad += c                                    # du/dx
             grad *= x
-            grad *= 2 - one_plus_t
+            grad *= 2 - buf                              # x·(1-t)·du/dx
             grad += 1
-            grad *= one_plus_t
+            grad *= buf
             grad *= 0.5
             grad *= g
             return grad
-        return make_op("gelu", out, (self,), (vjp,))
+        return make_op("gelu", out, (self,), vjps=(vjp,), fresh=True,
+                       rules=("d gelu(x)/dx = (1+t)/2 + x/2·(1-t²)·c·(1+3k·x²), t = tanh(c·(x + k·x³))",))
 
     def softmax(self, axis=-1):
-        """Fused: exp(x - max) / sum(exp(x - max)) along `axis`."""
+        """e^x_i / Σ_j e^x_j along `axis`: each slice becomes a distribution."""
         axis = _axes("softmax", axis, self.ndim)
-        e = np.exp(self.data - self.data.max(axis=axis, keepdims=True))   # shifting by max avoids overflow
+        # softmax(x - c) = softmax(x) for any constant c; with c = max(x), the largest
+        # exponent is 0 and e^(x - c) cannot overflow
+        shift = self.data.max(axis=axis, keepdims=True)
+        if modes.composed:   # the formula, op by op
+            e = (self - Tensor(shift)).exp()
+            return e / e.sum(axis, keepdims=True)
+        e = np.exp(self.data - shift)
         s = e / e.sum(axis=axis, keepdims=True)
-        # d s_i / d x_j = s_i (delta_ij - s_j)  =>  vjp: s * (g - sum_j g_j s_j)
-        return make_op("softmax", s, (self,),
-                       (lambda g: s * (g - (g * s).sum(axis=axis, keepdims=True)),))
+        # d s_i / d x_j = s_i (delta_ij - s_j)  =>  vjp: s·(g - Σ_j g_j s_j)
+        return make_op("softmax", s, (self,), vjps=(lambda g: s * (g - (g * s).sum(axis=axis, keepdims=True)),),
+                       rules=("dL/dx = s·(g - Σ_j g_j·s_j), s = softmax(x)",), fresh=True)
 
     def log_softmax(self, axis=-1):
-        """Fused: x - logsumexp(x) along `axis`."""
+        """x - log Σ_j e^x_j along `axis` (the log of softmax, without its underflow)."""
         axis = _axes("log_softmax", axis, self.ndim)
-        shifted = self.data - self.data.max(axis=axis, keepdims=True)
+        shift = self.data.max(axis=axis, keepdims=True)   # a constant, as in softmax
+        if modes.composed:   # the formula, op by op
+            shifted = self - Tensor(shift)
+            return shifted - shifted.exp().sum(axis, keepdims=True).log()
+        shifted = self.data - shift
         out = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
-        # d out_i / d x_j = delta_ij - softmax_j  =>  vjp: g - softmax * sum_i g_i
+        # d out_i / d x_j = delta_ij - softmax_j  =>  vjp: g - softmax·Σ_i g_i
         return make_op("log_softmax", out, (self,),
-                       (lambda g: g - np.exp(out) * g.sum(axis=axis, keepdims=True),))
+                       vjps=(lambda g: g - np.exp(out) * g.sum(axis=axis, keepdims=True),),
+                       rules=("dL/dx = g - softmax(x)·Σ_i g_i",), fresh=True)
 
     # ---- shape and indexing: these move values, so their vjps move gradients back --------
     def reshape(self, *shape):
@@ -335,7 +372,8 @@ class Tensor:
         except ValueError:
             raise ValueError(f"reshape: cannot reshape a tensor of shape {in_shape} "
                              f"({self.size} elements) into {shape}") from None
-        return make_op("reshape", out, (self,), (lambda g: g.reshape(in_shape),))
+        return make_op("reshape", out, (self,), vjps=(lambda g: g.reshape(in_shape),),
+                       rules=("dL/dx = g, reshaped back to x's shape",))
 
     def transpose(self, *axes):
         """Permute axes like np.transpose; no axes reverses them."""
@@ -345,10 +383,17 @@ class Tensor:
                              f"of a tensor of shape {self.shape}")
         positive = [a % self.ndim for a in axes]
         inverse = tuple(positive.index(i) for i in range(self.ndim))   # where each axis went
-        return make_op("transpose", self.data.transpose(axes), (self,),
-                       (lambda g: g.transpose(inverse),))   # put the gradient's axes back
+        return make_op("transpose", self.data.transpose(axes), (self,), vjps=(lambda g: g.transpose(inverse),),
+                       rules=("dL/dx = g, its axes put back in x's order",))
 
     T = property(lambda self: self.transpose())
+
+    def swapaxes(self, axis1, axis2):
+        """Swap two axes (np.swapaxes): k.swapaxes(-2, -1) is kᵀ for each matrix of a batch."""
+        axes = list(range(self.ndim))
+        first, second = _axes("swapaxes", (axis1, axis2), self.ndim)
+        axes[first], axes[second] = second, first
+        return self.transpose(axes)
 
     def __getitem__(self, index):
         """numpy basic and integer-array indexing (an int Tensor works as an index array)."""
@@ -360,8 +405,8 @@ class Tensor:
         repeats = any(isinstance(i, np.ndarray) and i.dtype.kind in "iu"
                       for i in (index if isinstance(index, tuple) else (index,)))
 
-        # d x[index] / dx = 1 at each picked position, 0 elsewhere: g scattered back to them
-        return make_op("getitem", out, (self,), (lambda g: autograd.Scatter(index, g, repeats),))
+        return make_op("getitem", out, (self,), vjps=(lambda g: autograd.Scatter(index, g, repeats),),
+                       rules=("d x[i]/dx = 1 at each picked place, 0 elsewhere: g scattered back",))
 
     def split(self, sections, axis=0):
         """np.split: `sections` equal parts, or a list of split points. Returns a list."""
@@ -385,18 +430,27 @@ class Tensor:
             raise ValueError(f"masked_fill: mask of shape {mask.shape} does not broadcast to the "
                              f"tensor's shape {self.shape}")
         out = np.where(mask, np.asarray(value, self.dtype), self.data)
-        return make_op("masked_fill", out, (self,),
-                       (lambda g: np.where(mask, 0, g),))   # filled positions no longer depend on x
+        return make_op("masked_fill", out, (self,), vjps=(lambda g: np.where(mask, 0, g),),
+                       rules=("d/dx = 0 where filled (no longer x), 1 elsewhere",), fresh=True)
 
 
-def make_op(op, data, inputs, vjps):
-    """The Tensor that op `op` computed from `inputs`, with one vjp per input for backward.
+def make_op(op, data, inputs, vjps, rules=None, fresh=False):
+    """The Tensor that op `op` computed from `inputs`: how every op joins the graph, and
+    how new ops are made (nn's fused layers, a learner's own).
 
-    This is how every op joins the graph, and how new ops (nn's fused layers) are made:
-    compute the forward with numpy, then pass the functions that map dL/d(out) to
-    dL/d(each input). Without grad mode or any input that needs a gradient, no graph is kept.
-    A vjp returns g itself, a view, or a new array that it keeps no reference to (backward
-    may add into a new array in place), or an autograd.Scatter, as getitem's does.
+    data: the forward's result, computed with numpy.
+    vjps: how backward sends g = dL/d(out) back to the inputs: a tuple of one function per
+        input, g -> dL/d(that input); or, for an op whose inputs' gradients share work,
+        one function g -> a tuple of every input's gradient (None for an input that needs
+        none). A gradient comes in the input's shape, or in the shape the input was
+        broadcast to (backward sums it down); any other shape is an error. A vjp may
+        return g itself, a view, or an autograd.Scatter (as getitem's does).
+    rules: the local derivative for each input, as a formula ("d(a·b)/da = b"); the
+        chain-rule trace and the explorer page show it.
+    fresh: True promises that every gradient the vjps return is a new array that nothing
+        else holds (not g, not a view, not one array for two inputs), so backward may keep
+        it and add into it in place.
+    Without grad mode, or when no input needs a gradient, no graph is kept.
     """
     if type(data) is not np.ndarray:
         data = np.asarray(data)
@@ -412,8 +466,9 @@ def make_op(op, data, inputs, vjps):
                 break
     if needs_grad:
         out.requires_grad, out._op, out._parents, out._vjps = True, op, tuple(inputs), vjps
+        out._rules, out._fresh = rules, fresh
     else:
-        out.requires_grad, out._op, out._parents, out._vjps = False, None, (), None
+        out.requires_grad, out._op, out._parents, out._vjps, out._rules, out._fresh = False, None, (), None, None, False
     return out
 
 
@@ -431,8 +486,8 @@ def cat(tensors, axis=0):
     axis = axis % out.ndim
     ends = np.cumsum([t.shape[axis] for t in tensors])
     pieces = [(slice(None),) * axis + (slice(end - t.shape[axis], end),) for t, end in zip(tensors, ends)]
-    return make_op("cat", out, tensors,
-                   tuple((lambda g, piece=piece: g[piece]) for piece in pieces))   # each input's slice of g
+    return make_op("cat", out, tensors, vjps=tuple((lambda g, piece=piece: g[piece]) for piece in pieces),
+                   rules=("dL/d(input) = g's slice where that input went",) * len(tensors))
 
 
 def stack(tensors, axis=0):
@@ -454,8 +509,8 @@ def where(condition, a, b):
         raise ValueError(f"where: condition {condition.shape}, a {a.shape} and b {b.shape} "
                          "cannot be broadcast together")
     return make_op("where", np.where(condition, a.data, b.data), (a, b),
-                   (lambda g: np.where(condition, g, 0),    # d/da = 1 where condition, else 0
-                    lambda g: np.where(condition, 0, g)))   # d/db = 1 where not condition
+                   vjps=(lambda g: np.where(condition, g, 0), lambda g: np.where(condition, 0, g)),
+                   rules=("d/da = 1 where condition, else 0", "d/db = 1 where not condition, else 0"), fresh=True)
 
 
 def maximum(a, b):
@@ -463,9 +518,9 @@ def maximum(a, b):
     a, b = _pair(a, b)
     out = _broadcasting("maximum", np.maximum, a, b)
     a_share = ((a.data > b.data) + 0.5 * (a.data == b.data)).astype(out.dtype)
-    return make_op("maximum", out, (a, b),
-                   (lambda g: g * a_share,          # d max(a,b)/da = 1 if a > b, 1/2 on a tie
-                    lambda g: g * (1 - a_share)))   # d max(a,b)/db = 1 if b > a, 1/2 on a tie
+    return make_op("maximum", out, (a, b), vjps=(lambda g: g * a_share, lambda g: g * (1 - a_share)),
+                   rules=("d max(a,b)/da = 1 if a > b, 1/2 on a tie, else 0",
+                          "d max(a,b)/db = 1 if b > a, 1/2 on a tie, else 0"), fresh=True)
 
 
 # ---- making tensors -------------------------------------------------------------------

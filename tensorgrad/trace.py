@@ -3,10 +3,13 @@
     loss.backward(trace=True)
 
 prints, for every op node from the loss back to the leaves, the node's upstream gradient
-and, for each input, "input.grad += upstream x local derivative = contribution". The local
-derivative is not looked up in a table: it is measured by feeding the op's own vjp one
-unit upstream gradient per output element, so what is printed is exactly what backward
-computes. For tensors it is a Jacobian (shown elementwise when it is diagonal).
+and, for each input, "input.grad += upstream × local derivative = contribution", with the
+op's rule for that input (the formula written where the op is defined). The numbers of the
+local derivative are not looked up in a table: they are measured by feeding the op's own
+vjp one unit upstream gradient per output element, so what is printed is exactly what
+backward computes. For tensors it is a Jacobian (shown elementwise when it is diagonal).
+
+The trace wraps each node's vjps in a printing one and runs the ordinary backward.
 """
 import sys
 
@@ -22,48 +25,66 @@ def trace_backward(root, grad=None, retain_graph=False, file=None):
     """root.backward(grad, retain_graph), printing the chain rule at every node."""
     file = file or sys.stdout
     order = autograd.backward_order(root)
-    number = {id(node): i + 1 for i, node in enumerate(order)}
+    number = {id(node): i for i, node in enumerate(order, 1)}
     names = {id(node): _name(node, number[id(node)]) for node in order}
     name = lambda t: names.get(id(t)) or _constant_name(t)
-    printed = {"node": None, "count": 0}
+    printed = []   # the nodes printed so far
 
-    def on_edge(node, parent, vjp, contribution):
-        if printed["node"] is not node:
-            printed["node"] = node
-            printed["count"] += 1
-            if printed["count"] == NODE_LIMIT + 1:
+    def printing(node, vjps):
+        """node's vjps as one backward that also prints what it sends to each input."""
+        def backward_and_print(upstream):
+            gradients = autograd.input_gradients(vjps, node._parents, upstream)
+            printed.append(node)
+            if len(printed) == NODE_LIMIT + 1:
                 print(f"... (trace stops here: the graph has {len(order)} nodes)", file=file)
-            if printed["count"] <= NODE_LIMIT:
+            if len(printed) <= NODE_LIMIT:
                 inputs = ", ".join(name(p) for p in node._parents)
                 print(f"[{number[id(node)]}] {name(node)} = {node._op}({inputs})    "
-                      f"{name(node)}.grad = {_show(node.grad)}", file=file)
-        if printed["count"] <= NODE_LIMIT:
-            print("      " + _edge(name(node), name(parent), node, parent, vjp, contribution), file=file)
+                      f"{name(node)}.grad = {_show(upstream)}", file=file)
+                for index, (parent, contribution) in enumerate(zip(node._parents, gradients)):
+                    if contribution is not None:
+                        local = lambda g, index=index: autograd.input_gradients(vjps, node._parents, g)[index]
+                        print("      " + _edge(name(node), name(parent), node, parent, local, contribution,
+                                               node._rules[index] if node._rules else None), file=file)
+            return gradients
+        return backward_and_print
 
-    print(f"backward from {name(root)}: each input's grad += upstream grad x local derivative",
+    print(f"backward from {name(root)}: each input's grad += upstream grad × local derivative",
           file=file)
-    autograd.backward(root, grad, retain_graph, on_edge)
+    original = {id(node): node._vjps for node in order if node._parents}
+    for node in order:
+        if node._parents and node._vjps is not None:
+            node._vjps = printing(node, node._vjps)
+    try:
+        autograd.backward(root, grad, retain_graph)
+    finally:
+        for node in order:   # what backward did not free gets its own vjps back
+            if node._parents and node._vjps is not None:
+                node._vjps = original[id(node)]
     leaves = [n for n in order if not n._parents]
     if leaves:
-        print("leaf gradients: " + ", ".join(f"{name(n)}.grad = {_show(n.grad)}" for n in leaves), file=file)
+        print("leaves: " + ", ".join(f"[{number[id(n)]}] {name(n)}.grad = {_show(n.grad)}" for n in leaves),
+              file=file)
 
 
-def _edge(out_name, in_name, node, parent, vjp, contribution):
-    """One line of the chain rule for the edge parent -> node."""
+def _edge(out_name, in_name, node, parent, vjp, contribution, rule):
+    """One line of the chain rule for the edge parent -> node, ending with the op's rule."""
+    contribution = autograd.dense(contribution, parent.shape, parent.dtype)
     head = f"{in_name}.grad += {out_name}.grad"
     local = f"d{out_name}/d{in_name}"
+    rule = f"    [{node._op}: {rule}]" if rule else f"    [{node._op}: local derivative from its vjp]"
     if node.data.size * parent.data.size > JACOBIAN_LIMIT:
-        return (f"{head} x {local} (a {node.shape} -> {parent.shape} Jacobian, too big to print) "
-                f"= tensor of shape {contribution.shape}, norm {np.linalg.norm(contribution):.4g}")
+        return (f"{head} × {local} (a {node.shape} -> {parent.shape} Jacobian, too big to print) "
+                f"= tensor of shape {contribution.shape}, norm {np.linalg.norm(contribution):.4g}{rule}")
     jacobian = _jacobian(vjp, node.data, parent.data)
     if node.data.size == 1 and parent.data.size == 1:
-        return (f"{head} x {local} = {_show(node.grad)} x {_show(jacobian[0, 0])} "
-                f"= {_show(contribution)}")
+        return (f"{head} × {local} = {_show(node.grad)} × {_show(jacobian[0, 0])} "
+                f"= {_show(contribution)}{rule}")
     if node.shape == parent.shape and np.count_nonzero(jacobian - np.diag(np.diag(jacobian))) == 0:
-        return (f"{head} * {local} (elementwise) = {_show(node.grad)} * "
-                f"{_show(np.diag(jacobian).reshape(parent.shape))} = {_show(contribution)}")
-    return (f"{head} @ {local} (Jacobian, {node.data.size} x {parent.data.size}) = "
-            f"{_show(node.grad.reshape(-1))} @ {_show(jacobian)} = {_show(contribution)}")
+        return (f"{head} · {local} (elementwise) = {_show(node.grad)} · "
+                f"{_show(np.diag(jacobian).reshape(parent.shape))} = {_show(contribution)}{rule}")
+    return (f"{head} @ {local} (Jacobian, {node.data.size} × {parent.data.size}) = "
+            f"{_show(node.grad.reshape(-1))} @ {_show(jacobian)} = {_show(contribution)}{rule}")
 
 
 def _jacobian(vjp, out, x):
@@ -72,9 +93,7 @@ def _jacobian(vjp, out, x):
     for i in range(out.size):
         unit = np.zeros(out.size, out.dtype)
         unit[i] = 1
-        row = vjp(unit.reshape(out.shape))
-        row = row.dense(x.shape, x.dtype) if isinstance(row, autograd.Scatter) else np.asarray(row)
-        rows.append(autograd.unbroadcast(row, x.shape).reshape(-1) if row.shape != x.shape else row.reshape(-1))
+        rows.append(autograd.dense(vjp(unit.reshape(out.shape)), x.shape, x.dtype).reshape(-1))
     return np.array(rows)
 
 

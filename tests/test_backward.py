@@ -419,14 +419,20 @@ def test_trace_prints_the_chain_rule_node_by_node_on_micrograds_neuron(capsys):
     assert [number for number, _, _ in headers] == [i + 1 for i, n in enumerate(order) if n._parents]
     assert [op for _, _, op in headers] == ["tanh", "add", "add", "mul", "mul"]
 
-    # upstream grad x local derivative = contribution, with micrograd's numbers
-    assert re.search(r"n\.grad \+= o\.grad .*= 1 x 0\.5 = 0\.5$", out, re.M)          # 1 - tanh(n)^2
+    # upstream grad × local derivative = contribution, with micrograd's numbers, then the
+    # op's rule for that input, as written where the op is defined
+    rule = lambda node, index: re.escape(f"    [{node.op}: {node.rules[index]}]") + "$"
+    assert re.search(r"n\.grad \+= o\.grad .*= 1 × 0\.5 = 0\.5" + rule(t["o"], 0), out, re.M)   # 1 - tanh(n)²
     assert re.search(r"^\[\d+\] n = add\(s, b\) .*n\.grad = 0\.5$", out, re.M)
-    assert re.search(r"x1\.grad \+= x1w1\.grad .*= 0\.5 x -3 = -1\.5$", out, re.M)
-    assert re.search(r"w1\.grad \+= x1w1\.grad .*= 0\.5 x 2 = 1$", out, re.M)
-    assert re.search(r"w2\.grad \+= x2w2\.grad .*= 0\.5 x 0 = 0$", out, re.M)
+    assert re.search(r"x1\.grad \+= x1w1\.grad .*= 0\.5 × -3 = -1\.5" + rule(t["x1w1"], 0), out, re.M)
+    assert re.search(r"w1\.grad \+= x1w1\.grad .*= 0\.5 × 2 = 1" + rule(t["x1w1"], 1), out, re.M)
+    assert re.search(r"w2\.grad \+= x2w2\.grad .*= 0\.5 × 0 = 0" + rule(t["x1w1"], 1), out, re.M)
+    assert " x " not in out.replace("×", "")   # multiplication is never the letter x
+    # the leaves close the numbering: every number from 1 to the last is printed once
     for leaf, value in [("x1", "-1.5"), ("w1", "1"), ("x2", "0.5"), ("w2", "0"), ("b", "0.5")]:
-        assert f"{leaf}.grad = {value}" in lines[-1]
+        assert f"] {leaf}.grad = {value}" in lines[-1]
+    numbers = sorted(int(n) for n in re.findall(r"\[(\d+)\] ", out))
+    assert numbers == list(range(1, len(order) + 1))
 
     # and the gradients are exactly plain backward's
     plain, p = neuron()
@@ -504,3 +510,95 @@ def test_a_thread_starts_with_its_own_grad_mode_and_scope():
         thread.start()
         thread.join()
     assert seen == {"requires_grad": True, "scope": ("worker",)}
+
+
+# ---- the backward loop, the vjp forms, and what backward may write into --------------------------
+def test_the_backward_loop_fits_one_screen():
+    import importlib.util
+    import inspect
+    from pathlib import Path
+    script = Path(__file__).resolve().parent.parent / "bench" / "engine_size.py"
+    spec = importlib.util.spec_from_file_location("engine_size", script)
+    engine_size = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(engine_size)
+    source = inspect.getsource(tg.autograd.backward)
+    assert engine_size.code_lines(source) <= 30, source
+
+
+def transposing_matmul(a, b):
+    """A student's matmul whose vjp for a gives (g @ b^T)^T = b @ g^T: a (2, 4) gradient for a (4, 2) input."""
+    return tg.make_op("my_matmul", a.data @ b.data, (a, b),
+                      vjps=(lambda g: b.data @ g.T, lambda g: a.data.T @ g))
+
+
+def test_a_vjp_returning_a_transposed_gradient_is_an_error_naming_op_input_and_shapes():
+    a = f64(np.ones((4, 2)), label="a")
+    b = f64(np.ones((2, 3)), label="b")
+    loss = transposing_matmul(a, b).sum()
+    with pytest.raises(ValueError) as error:
+        loss.backward()
+    message = str(error.value)
+    for part in ["'my_matmul'", "input 0", "'a'", "of shape (4, 2)", "with shape (2, 4)", "transpose"]:
+        assert part in message, message
+
+
+def test_a_gradient_in_the_reversed_shape_gets_a_transpose_hint():
+    x = f64(np.ones((4, 2)), label="x")
+    y = tg.make_op("bad", x.data * 2, (x,), vjps=(lambda g: (2 * g).T,))
+    with pytest.raises(ValueError, match=r"came back with shape \(2, 4\).*transpose"):
+        y.backward(np.ones((4, 2)))
+
+
+def test_a_gradient_in_the_broadcast_shape_is_summed_down():
+    x = f64([1.0, 2.0, 3.0])
+    y = tg.make_op("outer_ones", np.ones((2, 3)) * x.data, (x,), vjps=(lambda g: g,))
+    y.backward(np.ones((2, 3)))
+    np.testing.assert_array_equal(x.grad, [2.0, 2.0, 2.0])
+
+
+def test_make_op_takes_one_backward_for_all_inputs_called_once_whatever_the_order():
+    calls = []
+
+    def product(a, b):
+        def backward(g):   # both gradients at once
+            calls.append(1)
+            return g * b.data, g * a.data
+        return tg.make_op("product", a.data * b.data, (a, b), vjps=backward,
+                          rules=("d(a·b)/da = b", "d(a·b)/db = a"), fresh=True)
+
+    a, b = f64([1.0, 2.0]), f64([3.0, -1.0])
+    loss = (product(a, b) + product(b, a)).sum()
+    loss.backward()
+    np.testing.assert_array_equal(a.grad, 2 * b.data)
+    np.testing.assert_array_equal(b.grad, 2 * a.data)
+    assert len(calls) == 2   # once per node, not once per input
+
+    constant = f64([5.0, 5.0], requires_grad=False)
+    calls.clear()
+    product(constant, b).sum().backward()   # one input needs no gradient: its result is dropped
+    np.testing.assert_array_equal(b.grad, 2 * a.data + 5.0)
+    assert constant.grad is None and len(calls) == 1
+
+
+def test_backward_never_writes_into_an_array_a_vjp_shared():
+    x = f64([1.0, 2.0])
+    y = x * 3.0
+    z = y + y             # add's vjps hand back z's own grad array to y, twice
+    w = z * 1.0
+    loss = (w + w.exp()).sum()
+    loss.backward()
+    np.testing.assert_allclose(z.grad, 1 + np.exp(z.data))
+    np.testing.assert_allclose(y.grad, 2 * (1 + np.exp(z.data)))
+    np.testing.assert_allclose(x.grad, 6 * (1 + np.exp(z.data)))
+    assert not np.shares_memory(y.grad, z.grad)
+
+
+def test_every_op_states_its_rule_for_each_input():
+    x = f64([[1.0, 2.0], [3.0, 4.0]])
+    outputs = [x + x, x - 1, x * x, x / 2, x ** 2, -x, x @ x, x.sum(), x.mean(), x.max(), x.min(),
+               x.exp(), x.log(), x.sqrt(), x.abs(), x.tanh(), x.sigmoid(), x.relu(), x.gelu(),
+               x.softmax(), x.log_softmax(), x.reshape(4), x.T, x[0], x.masked_fill(x.data > 2, 0.0),
+               tg.cat([x, x]), tg.where(x.data > 2, x, 0.0), tg.maximum(x, 2.0)]
+    for out in outputs:
+        assert out.rules is not None and len(out.rules) == len(out._parents), out.op
+        assert all(isinstance(rule, str) and rule for rule in out.rules), out.op

@@ -10,5 +10,5 @@ def test_the_readme_engine_example_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)   # it writes graph.svg
     exec(compile(example, "README.md", "exec"), {})
     printed = capsys.readouterr().out
-    assert "backward from" in printed and "leaf gradients" in printed
+    assert "backward from" in printed and "leaves: " in printed
     assert "<svg" in (tmp_path / "graph.svg").read_text()
