@@ -1,16 +1,21 @@
-"""The backprop graph of a transformer block, drawn whole and folded by module.
+"""The backprop graph of a transformer block: every step of the math, then what fusing changes.
 
     python demos/backprop_graph.py [--out DIR]
 
 Runs one pre-LN TransformerBlock (x = x + attn(ln1(x)); x = x + ffn(ln2(x))) forward and
-backward on a tiny input (1 sequence of 4 tokens, 8 channels, 2 heads) and renders its
-graph three ways, each as SVG and PNG:
-  block_expanded   every op, inside a labelled cluster per module that made it
-  block_collapsed  each sub-module (ln1, attn, ln2, ffn) folded into one box
-  gpt_collapsed    a 2-layer GPT with each block folded: the whole model on one page
+backward on a tiny input (1 sequence of 4 tokens, 8 channels, 2 heads) twice: inside
+tg.composed(), where every fused op runs as its composition of primitive ops, and as
+training runs it, with the fused ops. Draws, each as SVG and PNG:
+  attention_composed  the attention layer alone, composed: q, k and v, then the scores,
+                      the causal mask, the softmax and the weighted sum, each in a cluster
+  block_composed      the whole block composed: the layer norms and GELU step by step too
+  block_fused         the same block with the fused ops, one node each
+  block_collapsed     the block with each sub-module (ln1, attn, ln2, ffn) folded into a box
+  gpt_collapsed       a 2-layer GPT with each block folded: the whole model on one page
 Every nn.Module call opens a tg.scope with the module's name; the drawing clusters by it.
 """
 import argparse
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -19,16 +24,16 @@ import nn
 import tensorgrad as tg
 
 
-def block_graph():
-    """One block's forward and backward; returns the loss (its graph is kept for drawing)."""
+def graph_of(make_module, x, composed):
+    """make_module()(x).sum(), forward and backward, composed or fused; returns the loss (its
+    graph kept for drawing) and the module."""
     nn.manual_seed(0)
-    block = nn.TransformerBlock(dim=8, n_heads=2)
-    x = tg.randn(1, 4, 8, seed=0, requires_grad=True)    # (B, T, C)
-    x.label = "x"
-    loss = block(x).sum()
+    module = make_module()
+    with tg.composed() if composed else contextlib.nullcontext():
+        loss = module(x).sum()
     loss.label = "loss"
     loss.backward()
-    return loss
+    return loss, module
 
 
 def gpt_graph():
@@ -47,17 +52,39 @@ def main():
     args = parser.parse_args()
     out = Path(args.out)
 
-    block_loss, gpt_loss = block_graph(), gpt_graph()
-    ops = sum(1 for t in tg.backward_order(block_loss) if t._op)
-    print(f"one TransformerBlock, forward and backward on x of shape (1, 4, 8): {ops} ops")
-    pictures = [("block_expanded", block_loss, dict(collapse=None, show_data=False, rankdir="TB")),
-                ("block_collapsed", block_loss, dict(collapse="modules", show_data=False)),
-                ("gpt_collapsed", gpt_loss, dict(collapse="modules", show_data=False, rankdir="TB"))]
+    x = tg.randn(1, 4, 8, seed=0, requires_grad=True)    # (B, T, C)
+    x.label = "x"
+    block = lambda: nn.TransformerBlock(dim=8, n_heads=2)
+    graphs = {}
+    for composed in (True, False):
+        loss, module = graph_of(block, x, composed)
+        graphs[composed] = loss, {name: p.grad.copy() for name, p in module.named_parameters()}, x.grad.copy()
+        x.grad = None
+    attention_loss, _ = graph_of(lambda: nn.MultiHeadAttention(dim=8, n_heads=2), x, composed=True)
+
+    count = {composed: sum(1 for t in tg.backward_order(graphs[composed][0]) if t.op) for composed in graphs}
+    composed_ops = sorted({t.op for t in tg.backward_order(graphs[True][0]) if t.op})
+    fused_ops = sorted({t.op for t in tg.backward_order(graphs[False][0]) if t.op} - set(composed_ops))
+    difference = max(np.abs(graphs[True][1][name] - graphs[False][1][name]).max() for name in graphs[True][1])
+    difference = max(difference, np.abs(graphs[True][2] - graphs[False][2]).max())
+    print(f"one TransformerBlock, forward and backward on x of shape {x.shape}:")
+    print(f"  composed (inside tg.composed()): {count[True]} ops, all primitive: {', '.join(composed_ops)}")
+    print(f"  fused (as training runs it):     {count[False]} ops; each of {', '.join(fused_ops)} is one node "
+          f"with a hand-derived backward")
+    print(f"  the same gradients either way: largest difference over x and every parameter {difference:.1e} "
+          f"(float32 rounding)")
+
+    pictures = [("attention_composed", attention_loss, dict(show_data=False, rankdir="TB")),
+                ("block_composed", graphs[True][0], dict(show_data=False, rankdir="TB")),
+                ("block_fused", graphs[False][0], dict(show_data=False, rankdir="TB")),
+                ("block_collapsed", graphs[False][0], dict(collapse="modules", show_data=False)),
+                ("gpt_collapsed", gpt_graph(), dict(collapse="modules", show_data=False, rankdir="TB"))]
     for name, loss, options in pictures:
         for suffix in (".svg", ".png"):
             print(f"wrote {tg.render_graph(loss, out / (name + suffix), **options)}")
     print("each box: label | shape dtype | grad (mean, std, norm for big tensors); ellipses are ops;\n"
-          "purple boxes are folded modules: their ops are hidden, their outputs drawn beside them")
+          "clusters are the modules and, composed, the steps of attention (scores, mask, softmax,\n"
+          "weighted_sum); purple boxes are folded modules: their ops hidden, their outputs beside them")
 
 
 if __name__ == "__main__":
