@@ -12,6 +12,8 @@ training runs it, with the fused ops. Draws, each as SVG and PNG:
   block_fused         the same block with the fused ops, one node each
   block_collapsed     the block with each sub-module (ln1, attn, ln2, ffn) folded into a box
   gpt_collapsed       a 2-layer GPT with each block folded: the whole model on one page
+  attention_steps     (with matplotlib) one head's attention on small q, k, v, its numbers
+                      shown, in two rows: scores and mask, then softmax and weighted sum
 Every nn.Module call opens a tg.scope with the module's name; the drawing clusters by it.
 """
 import argparse
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+import _common
 import nn
 import tensorgrad as tg
 
@@ -44,6 +47,46 @@ def gpt_graph():
     loss.label = "loss"
     loss.backward()
     return loss
+
+
+def attention_steps(out_dir):
+    """softmax(q kᵀ/√d + mask) v on one head of 3 positions, composed, drawn in two rows (a
+    slide's shape): 1. scores and the causal mask; 2. softmax and the weighted sum, the first
+    steps folded into boxes. Returns the PNG's path, or None without matplotlib."""
+    q, k, v = (tg.randn(1, 3, 2, seed=seed, requires_grad=True) for seed in range(3))
+    q.label, k.label, v.label = "q", "k", "v"
+    with tg.composed():
+        out = nn.functional.scaled_dot_product_attention(q, k, v)
+    out.label = "out"
+    out.backward(np.ones(out.shape, out.dtype))
+    masked = next(t for t in tg.backward_order(out) if t.op == "masked_fill")
+    masked.label = "masked scores"
+    rows = [("1. scores = q kᵀ / √d, then the causal mask: -inf where a query would see a later key",
+             tg.render_graph(masked, out_dir / "attention_steps_1.png")),
+            ("2. softmax of each row (exp, sum, divide; the row max subtracted first), then the "
+             "values weighted by it", tg.render_graph(out, out_dir / "attention_steps_2.png",
+                                                      collapse=["scores", "mask"]))]
+    plt = _common.pyplot()
+    if plt is None:
+        return None
+    images = [plt.imread(path) for _, path in rows]
+    width = max(image.shape[1] for image in images)
+    heights = [image.shape[0] for image in images]
+    dpi = 100
+    figure, axes = plt.subplots(2, 1, figsize=(width / dpi, (sum(heights) + 160) / dpi), dpi=dpi,
+                                gridspec_kw={"height_ratios": heights})
+    for axis, (title, _), image in zip(axes, rows, images):
+        axis.imshow(image)
+        axis.set_title(title, loc="left", fontsize=18)
+        axis.set_xlim(0, width)
+        axis.axis("off")
+    figure.tight_layout()
+    path = out_dir / "attention_steps.png"
+    figure.savefig(path, facecolor="white")
+    plt.close(figure)
+    from PIL import Image   # matplotlib's own dependency: a 64-colour palette keeps the PNG small
+    Image.open(path).convert("RGB").quantize(colors=64).save(path, optimize=True)
+    return path
 
 
 def main():
@@ -82,6 +125,9 @@ def main():
     for name, loss, options in pictures:
         for suffix in (".svg", ".png"):
             print(f"wrote {tg.render_graph(loss, out / (name + suffix), **options)}")
+    steps = attention_steps(out)
+    print(f"wrote {steps}" if steps else "(matplotlib is not installed: no attention_steps.png; "
+          "`pip install \".[plots]\"` to draw it)")
     print("each box: label | shape dtype | grad (mean, std, norm for big tensors); ellipses are ops;\n"
           "clusters are the modules and, composed, the steps of attention (scores, mask, softmax,\n"
           "weighted_sum); purple boxes are folded modules: their ops hidden, their outputs beside them")

@@ -53,6 +53,12 @@ def test_backprop_graph_draws_the_block_composed_and_fused_and_a_whole_gpt_on_a_
     assert "scaled_dot_product_attention" in svg["block_fused"] and ">q</text>" in svg["block_fused"]
     assert "attn.qkv.weight" in svg["block_fused"] and "layer_norm" in svg["block_fused"]
     assert "layer_norm" not in svg["block_composed"] and ">xhat</text>" in svg["block_composed"]
+    steps = tmp_path / "attention_steps.png"   # the README's figure, drawn when matplotlib is there
+    try:
+        import matplotlib  # noqa: F401
+        assert steps.read_bytes().startswith(b"\x89PNG")
+    except ImportError:
+        assert not steps.exists() and "no attention_steps.png" in done.stdout
     folded = svg["gpt_collapsed"]
     assert "h.0" in folded and "h.1" in folded and re.search(r"\d+ ops", folded)
     assert "scaled_dot_product_attention" not in folded
