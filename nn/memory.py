@@ -4,8 +4,8 @@ re-faulting it; peak_resident_mib() reports how much it needed at most.
 A tensorgrad training step allocates its activations and gradients afresh (tens of MiB for
 the nanoGPT CPU model) and frees them all when the step's graph goes. glibc's malloc then
 hands the freed top of the heap back to the operating system, and the next step pays the
-kernel to map and zero those pages again: about 5,700 page faults and 15% of a step on this
-team's machines. (PyTorch's allocator keeps such memory; its step faults ~300 pages.)
+kernel to map and zero those pages again: thousands of page faults a step (README's benchmark
+notes give the figures; PyTorch's allocator keeps such memory).
 Whether it happens depends on the process's history: a job that once allocated and freed a
 large array (say, its dataset) has raised glibc's thresholds already; a small script has
 not. This makes it explicit. It is a process-wide setting, so only an application calls it
