@@ -1,22 +1,38 @@
-"""A training process's memory: keep_freed_memory() lets it reuse its memory instead of
-re-faulting it; peak_resident_mib() reports how much it needed at most.
+"""A training process's memory: freed memory kept for reuse instead of re-faulted, and how
+much a process needed at most (peak_resident_mib).
 
 A tensorgrad training step allocates its activations and gradients afresh (tens of MiB for
 the nanoGPT CPU model) and frees them all when the step's graph goes. glibc's malloc then
 hands the freed top of the heap back to the operating system, and the next step pays the
 kernel to map and zero those pages again: thousands of page faults a step (README's benchmark
-notes give the figures; PyTorch's allocator keeps such memory).
-Whether it happens depends on the process's history: a job that once allocated and freed a
-large array (say, its dataset) has raised glibc's thresholds already; a small script has
-not. This makes it explicit. It is a process-wide setting, so only an application calls it
-(demos/train_chargpt.py and bench/gpt_step.py do); the library never changes it by itself.
+notes give the figures; PyTorch's allocator keeps such memory). Whether it happens depends on
+the process's history: a job that once allocated and freed a large array has raised glibc's
+thresholds already; a small script has not.
+
+So nn asks glibc to keep freed memory (keep_freed_memory) on the first training forward of
+a model, with no call needed from the training loop. It is a process-wide setting; to keep
+glibc's defaults, set `nn.memory.automatic = False` before that first forward, or the
+environment variable TENSORGRAD_KEEP_FREED_MEMORY=0.
 """
 import ctypes
 import ctypes.util
+import os
 import sys
 
 M_TRIM_THRESHOLD = -1   # glibc's mallopt parameters (malloc.h)
 M_MMAP_THRESHOLD = -3
+
+automatic = os.environ.get("TENSORGRAD_KEEP_FREED_MEMORY", "1") != "0"   # see the module's docstring
+_kept = False   # whether keep_freed_memory() has run in this process
+
+
+def keep_freed_memory_once():
+    """keep_freed_memory(), the first time a model trains in this process, unless `automatic`
+    is off. nn.Module calls it; a training loop need not."""
+    global _kept
+    if automatic and not _kept:
+        _kept = True
+        keep_freed_memory()
 
 
 def keep_freed_memory(limit=256 * 2**20):
