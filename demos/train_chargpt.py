@@ -296,11 +296,11 @@ def main(argv=None):
     print(f"training: {train_seconds:.1f} s in {step - first_step} steps, {tokens / max(train_seconds, 1e-9):,.0f} "
           f"tokens/s; wall time with evaluations {time.perf_counter() - started:.1f} s; peak memory "
           f"{nn.memory.peak_resident_mib(workers):.0f} MiB ({1 + len(workers)} process(es) added up)")
-    print(f"gradient health: {health.seconds:.2f} s measuring and writing, "
-          f"{health.seconds / max(train_seconds, 1e-9):.1%} of the training time")
     save(step, full_val_loss=full)
     plot_losses(history, out)
     plot_health(health, outputs(out).health_png)
+    print(f"gradient health: {health.seconds:.2f} s measuring, writing and drawing, "
+          f"{health.seconds / max(train_seconds, 1e-9):.1%} of the training time")
     print(f"checkpoint: {out}")
     print(f"--- sample ---\n{sample(model, corpus.tokenizer, config.seed)}\n---")
 
@@ -335,7 +335,9 @@ def plot_health(health, path):
     """The gradient health beside the checkpoint (out/chargpt.health.png), when matplotlib is
     installed, in four panels: the update ratio of each weight matrix over time against the
     rule of thumb 1e-3; the gradient norm of each layer at each measured step; per block, the
-    std of the residual stream and the share of GELU inputs in the flat tails, over time."""
+    std of the residual stream and the share of GELU inputs in the flat tails, over time.
+    Its time counts in health.seconds, the cost of watching."""
+    started = time.perf_counter()
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -359,14 +361,15 @@ def plot_health(health, path):
         # the matrices only: a bias or a LayerNorm starts at 0s or 1s, whose spread is 0
         colours = dict(zip(dict.fromkeys(map(kind_of, matrices)), plt.cm.tab10.colors))
         for name in matrices:
-            ratio_ax.plot(steps, [math.log10(row["update_ratio"]) for row in series[name]],
-                          color=colours[kind_of(name)], alpha=0.8)
+            ratios = np.array([row["update_ratio"] for row in series[name]])
+            with np.errstate(divide="ignore"):   # a matrix left without a gradient: log10(0), not drawn
+                ratio_ax.plot(steps, np.log10(ratios), marker="o", markersize=4, color=colours[kind_of(name)])
         for kind, colour in colours.items():
             ratio_ax.plot([], [], color=colour, label=kind)
         ratio_ax.axhline(-3, color="black", linestyle="--", label="rule of thumb: -3")
         ratio_ax.set(xlabel="step", ylabel="log10(update std / weight std)",
-                     title="update ratio of each weight matrix, every block")
-        ratio_ax.legend(ncol=2)
+                     title="update ratio of each weight matrix (a line per block)")
+        ratio_ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
 
         cmap = plt.cm.viridis
         for i, step in enumerate(steps):   # each layer's norm: sqrt of its parameters' squared norms
@@ -395,6 +398,7 @@ def plot_health(health, path):
         tail_ax.legend()
         fig.savefig(path, dpi=120)   # 1920 x 1080 px
     plt.close(fig)
+    health.seconds += time.perf_counter() - started
 
 
 def layer_of(name):

@@ -68,7 +68,7 @@ def test_a_short_run_prints_its_progress_and_writes_its_outputs(trained):
     assert [row[0] for row in meta["history"]] == [0, 10, 20] and meta["full_val_loss"] > 0
     rows = out.with_suffix(".csv").read_text().splitlines()
     assert rows[0] == "step,train_loss,val_loss,lr" and len(rows) == 4
-    assert re.search(r"^gradient health: \d+\.\d+ s measuring and writing, \d+\.\d% of the training time$",
+    assert re.search(r"^gradient health: \d+\.\d+ s measuring, writing and drawing, \d+\.\d% of the training time$",
                      stdout, re.M)
     health = out.with_suffix(".health.csv").read_text().splitlines()   # steps 0 and 10 (20 has no update)
     names = [name for name, _ in nn.GPT(29, 8, 1, 2, 16).named_parameters()] + ["h.0"]
