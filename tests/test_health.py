@@ -1,6 +1,10 @@
 """nn.health: gradient norms, update ratios and block statistics against hand computations,
-its CSV, and the same measurements through nn.parallel.DataParallel."""
+its CSV, the same measurements through nn.parallel.DataParallel, and bench/health_cost.py."""
 import math
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,6 +13,7 @@ import nn
 import tensorgrad as tg
 from nn import health
 
+REPO = Path(__file__).resolve().parents[1]
 
 def gpt(dropout=0.0, seed=0):
     nn.manual_seed(seed)
@@ -170,3 +175,12 @@ def test_data_parallel_gives_the_measurements_of_one_process():
             if a[column] is not None and not math.isnan(a[column]):
                 assert b[column] == pytest.approx(a[column], rel=1e-3, abs=1e-9), (a["name"], column)
     assert all(row["update_ratio"] > 0 for row in two[len(one) // 2:] if row["update_ratio"] is not None)
+
+
+def test_the_cost_benchmark_runs_and_prints_its_ratios():
+    result = subprocess.run([sys.executable, str(REPO / "bench" / "health_cost.py"), "--rounds", "2"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"one measurement costs \d+\.\d\d of a step", result.stdout)
+    assert re.search(r"at the default settings \(8 measurements and one picture in 2000 steps\): \d+\.\d\d% of the "
+                     r"training time", result.stdout)
