@@ -70,9 +70,10 @@ def update_ratios(before, model):
 def gelu_tail_fraction(x):
     """The fraction of the GELU inputs x in GELU's flat tails, |x| > GELU_TAIL = 3.
 
-    GELU(x) = x Phi(x) bends between about -3 and 3 and is a straight line outside: its
-    slope differs most from 0 and 1 at x = -/+ sqrt(2) (-0.13 and 1.13) and comes closer
-    to them ever after, to within 0.012 at |x| = 3. Below -3 the unit is off: it outputs
+    GELU(x) = x Phi(x) (and its tanh approximation, which x.gelu() computes) bends between
+    about -3 and 3 and is a straight line outside: its slope differs most from 0 and 1 at
+    x = -/+ sqrt(2) (-0.13 and 1.13) and comes closer to them ever after, to within 0.012
+    at |x| = 3. Below -3 the unit is off: it outputs
     about 0 and passes back about 1% of the gradient it gets, so the weights feeding it
     barely learn. Above +3 it is the identity: its nonlinearity does nothing. A healthy
     MLP keeps nearly all its inputs in the bend; a fraction in the tails that grows as
@@ -118,7 +119,7 @@ class HealthLog:
         self.rows = []
         if resume_step is not None and self.path and self.path.exists():
             self.rows = [row for row in read_csv(self.path) if row["step"] < resume_step]
-        self.seconds = 0.0   # spent measuring and writing: the cost of watching
+        self.seconds = 0.0   # spent measuring and writing (a caller adds its drawing): the cost of watching
 
     @contextmanager
     def measure(self, step, idx):
