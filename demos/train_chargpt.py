@@ -8,9 +8,10 @@
 Every eval_interval steps (and at the end) it prints `step N: train loss X, val loss Y`,
 each the mean loss of eval_iters random batches, and writes the checkpoint --out; at the
 end it prints the loss over the whole validation split and a sample. The loss log goes
-beside the checkpoint (.csv, and .png when matplotlib is installed). Ctrl-C stops after
-the current step, writes the checkpoint and exits with status 130; --resume continues
-from it exactly as if the run had never stopped.
+beside the checkpoint (.csv, and .png when matplotlib is installed), and so does the
+gradient health measured at each evaluation's step (.health.csv and .health.png, from
+nn/health.py). Ctrl-C stops after the current step, writes the checkpoint and exits with
+status 130; --resume continues from it exactly as if the run had never stopped.
 """
 import argparse
 import csv
@@ -19,6 +20,8 @@ import os
 import signal
 import sys
 import time
+from collections import namedtuple
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -75,6 +78,16 @@ class Config:
 
 MODEL_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "dropout")   # fixed once a model exists
 SAMPLE_CHARS = 200   # length of the samples printed while training
+Outputs = namedtuple("Outputs", "checkpoint loss_csv loss_png health_csv health_png")
+
+
+def outputs(out):
+    """Every file the job writes, named after --out: for out/chargpt.npz, the checkpoint
+    itself, the loss log out/chargpt.csv and .png, the gradient health out/chargpt.health.csv
+    and .health.png."""
+    out = Path(out)
+    return Outputs(out, out.with_suffix(".csv"), out.with_suffix(".png"), out.with_suffix(".health.csv"),
+                   out.with_suffix(".health.png"))
 
 
 def parse_config(argv=None):
@@ -217,6 +230,7 @@ def main(argv=None):
     print(f"model: {model.num_parameters():,} parameters (n_layer {config.n_layer}, n_head {config.n_head}, "
           f"n_embd {config.n_embd}, block_size {config.block_size})"
           + (f"; resuming from {out} at step {step}" if config.resume else ""))
+    health = nn.health.HealthLog(model, outputs(out).health_csv, resume_step=step if config.resume else None)
 
     decay_iters = config.lr_decay_iters or config.max_iters
 
@@ -255,7 +269,9 @@ def main(argv=None):
         x, y = data.get_batch(corpus.train, config.block_size, config.batch_size, batch_rng)
         optimizer.zero_grad()
         loss = parallel.forward_backward(x, y)
-        parallel.step(max_norm=config.grad_clip or None)   # 0: no clipping
+        watch = health.measure(step, x) if step % config.eval_interval == 0 else nullcontext()
+        with watch:   # at each evaluation's step: gradients and activations, then the update's size
+            parallel.step(max_norm=config.grad_clip or None)   # 0: no clipping
         step += 1
         dt = time.perf_counter() - t0
         train_seconds += dt
@@ -271,6 +287,7 @@ def main(argv=None):
     if full is None:   # Ctrl-C, in training or in the final evaluation
         save(step)
         plot_losses(history, out)
+        plot_health(health, outputs(out).health_png)
         print(f"interrupted at step {step}: checkpoint written to {out}; continue with --resume")
         sys.exit(130)
     print(f"final val loss (full split): {full:.4f}")
@@ -281,13 +298,16 @@ def main(argv=None):
           f"{nn.memory.peak_resident_mib(workers):.0f} MiB ({1 + len(workers)} process(es) added up)")
     save(step, full_val_loss=full)
     plot_losses(history, out)
+    plot_health(health, outputs(out).health_png)
+    print(f"gradient health: {health.seconds:.2f} s measuring, writing and drawing, "
+          f"{health.seconds / max(train_seconds, 1e-9):.1%} of the training time")
     print(f"checkpoint: {out}")
     print(f"--- sample ---\n{sample(model, corpus.tokenizer, config.seed)}\n---")
 
 
 def write_csv(history, out):
     """The evaluations so far, beside the checkpoint: out/chargpt.csv."""
-    with open(out.with_suffix(".csv"), "w", newline="") as file:
+    with open(outputs(out).loss_csv, "w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(["step", "train_loss", "val_loss", "lr"])
         writer.writerows(history)
@@ -307,8 +327,90 @@ def plot_losses(history, out):
     ax.plot(steps, val, label="val")
     ax.set(xlabel="step", ylabel="loss", title=f"{out.name}: mean loss of the eval batches")
     ax.legend()
-    fig.savefig(out.with_suffix(".png"), dpi=100, bbox_inches="tight")
+    fig.savefig(outputs(out).loss_png, dpi=100, bbox_inches="tight")
     plt.close(fig)
+
+
+def plot_health(health, path):
+    """The gradient health beside the checkpoint (out/chargpt.health.png), when matplotlib is
+    installed, in four panels: the update ratio of each weight matrix over time against the
+    rule of thumb 1e-3; the gradient norm of each layer at each measured step; per block, the
+    std of the residual stream and the share of GELU inputs in the flat tails, over time.
+    Its time counts in health.seconds, the cost of watching."""
+    started = time.perf_counter()
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    series = {}   # name (a parameter's or a block's) -> its rows, in step order
+    for row in health.rows:
+        series.setdefault(row["name"], []).append(row)
+    if not series:   # stopped before the first measurement
+        return
+    matrices = [name for name, shape in health.shapes.items() if len(shape) >= 2]
+    blocks = [name for name in series if name not in health.shapes]
+    layers = list(dict.fromkeys(layer_of(name) for name in health.shapes))
+    steps = [row["step"] for row in series[matrices[0]]]
+
+    with plt.rc_context({"font.size": 14, "legend.fontsize": 12}):   # readable on a slide
+        fig, ((ratio_ax, norm_ax), (std_ax, tail_ax)) = plt.subplots(2, 2, figsize=(16, 9), layout="constrained")
+        fig.suptitle(f"{path.name}: gradient health at each evaluation's step")
+
+        # the matrices only: a bias or a LayerNorm starts at 0s or 1s, whose spread is 0
+        colours = dict(zip(dict.fromkeys(map(kind_of, matrices)), plt.cm.tab10.colors))
+        for name in matrices:
+            ratios = np.array([row["update_ratio"] for row in series[name]])
+            with np.errstate(divide="ignore"):   # a matrix left without a gradient: log10(0), not drawn
+                ratio_ax.plot(steps, np.log10(ratios), marker="o", markersize=4, color=colours[kind_of(name)])
+        for kind, colour in colours.items():
+            ratio_ax.plot([], [], color=colour, label=kind)
+        ratio_ax.axhline(-3, color="black", linestyle="--", label="rule of thumb: -3")
+        ratio_ax.set(xlabel="step", ylabel="log10(update std / weight std)",
+                     title="update ratio of each weight matrix (a line per block)")
+        ratio_ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
+
+        cmap = plt.cm.viridis
+        for i, step in enumerate(steps):   # each layer's norm: sqrt of its parameters' squared norms
+            squares = dict.fromkeys(layers, 0.0)
+            for name in health.shapes:
+                squares[layer_of(name)] += (series[name][i]["grad_norm"] or 0.0) ** 2
+            norm_ax.plot(layers, np.sqrt(list(squares.values())), marker="o",
+                         color=cmap(i / max(1, len(steps) - 1)))
+        norm_ax.set(yscale="log", ylabel="gradient norm (before clipping)", title="gradient norm of each layer")
+        norm_ax.tick_params(axis="x", labelrotation=30)
+        colourbar = fig.colorbar(plt.cm.ScalarMappable(matplotlib.colors.Normalize(steps[0], steps[-1]), cmap),
+                                 ax=norm_ax)
+        colourbar.set_label("step")
+
+        depth = plt.cm.plasma
+        for j, block in enumerate(blocks):
+            colour = depth(j / max(1, len(blocks)))
+            std_ax.plot(steps, [row["residual_std"] for row in series[block]], marker="o", color=colour,
+                        label=f"block {block}")
+            tail_ax.plot(steps, [100 * row["gelu_tail_fraction"] for row in series[block]], marker="o",
+                         color=colour, label=f"block {block}")
+        std_ax.set(xlabel="step", ylabel="std", title="residual stream after each block")
+        tail_ax.set(xlabel="step", ylabel="% of inputs", ylim=(0, None),
+                    title=f"GELU inputs in the flat tails, |x| > {nn.health.GELU_TAIL:g}")
+        std_ax.legend()
+        tail_ax.legend()
+        fig.savefig(path, dpi=120)   # 1920 x 1080 px
+    plt.close(fig)
+    health.seconds += time.perf_counter() - started
+
+
+def layer_of(name):
+    """The layer a parameter belongs to: "h.2" for "h.2.attn.qkv.weight", "tok_emb" for
+    "tok_emb.weight"."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if parts[0] == "h" else parts[0]
+
+
+def kind_of(name):
+    """A parameter's name without its block: "attn.qkv.weight" for "h.2.attn.qkv.weight"."""
+    return name.split(".", 2)[2] if name.startswith("h.") else name
 
 
 if __name__ == "__main__":

@@ -68,8 +68,17 @@ def test_a_short_run_prints_its_progress_and_writes_its_outputs(trained):
     assert [row[0] for row in meta["history"]] == [0, 10, 20] and meta["full_val_loss"] > 0
     rows = out.with_suffix(".csv").read_text().splitlines()
     assert rows[0] == "step,train_loss,val_loss,lr" and len(rows) == 4
+    assert re.search(r"^gradient health: \d+\.\d+ s measuring, writing and drawing, \d+\.\d% of the training time$",
+                     stdout, re.M)
+    health = out.with_suffix(".health.csv").read_text().splitlines()   # steps 0 and 10 (20 has no update)
+    names = [name for name, _ in nn.GPT(29, 8, 1, 2, 16).named_parameters()] + ["h.0"]
+    assert health[0] == "step,name,grad_norm,update_ratio,residual_std,gelu_tail_fraction"
+    assert [line.split(",")[:2] for line in health[1:]] == [[step, name] for step in ("0", "10") for name in names]
     pytest.importorskip("matplotlib")
     assert out.with_suffix(".png").stat().st_size > 0
+    from matplotlib.image import imread
+    height, width, _ = imread(out.with_suffix(".health.png")).shape
+    assert width >= 1200 and 4 / 3 <= width / height <= 2.4
 
 
 def test_the_checkpoint_samples_without_the_corpus(trained):
@@ -106,6 +115,8 @@ def test_resume_continues_bit_exactly(corpus, tmp_path):
     meta_whole, meta_halves = nn.load(whole)[1], nn.load(halves)[1]
     for key in ("step", "rng", "batch_rng", "history", "full_val_loss"):
         assert meta_whole[key] == meta_halves[key], key
+    # the gradient health too: the resumed run keeps the first half's rows and adds the same ones
+    assert whole.with_suffix(".health.csv").read_text() == halves.with_suffix(".health.csv").read_text()
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT cannot be sent to a child process on Windows")

@@ -1,0 +1,166 @@
+"""Gradient health: a few numbers, measured now and then during training, that show
+whether the gradients and updates are sound before the loss shows that they are not.
+
+Around one optimizer update (the gradients already computed):
+
+- per parameter, the gradient's norm (before any clipping), and the update-to-weight
+  ratio std(w_after - w_before) / std(w_before): how far the update moved the weights,
+  relative to their spread. The rule of thumb (Karpathy's makemore lectures) is log10 of it
+  near -3: each step changes a weight by about a thousandth of the weights' spread. Far
+  above -3 the learning rate throws the weights around; far below they hardly learn.
+- per transformer block, on one batch: the std of the residual stream after the block (it
+  grows when the updates are too large), and the fraction of the block's GELU inputs in
+  GELU's flat tails (see gelu_tail_fraction).
+
+HealthLog keeps them as rows, one per step and parameter or block, and writes the rows to a
+CSV. In a training loop of your own:
+
+    health = nn.health.HealthLog(model, "health.csv")
+    ...
+    loss.backward()
+    if step % 100 == 0:
+        with health.measure(step, x):   # gradients and activations now, the update on exit
+            optimizer.step()
+    else:
+        optimizer.step()
+
+It also works with nn.parallel.DataParallel: forward_backward leaves the summed gradients
+in this process, and step() updates the shared weights in place, so the weights copied
+before it and read after it are the ones the workers changed.
+"""
+import csv
+import io
+import math
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+import tensorgrad as tg
+
+from .atomic import write_atomically
+
+COLUMNS = ("step", "name", "grad_norm", "update_ratio", "residual_std", "gelu_tail_fraction")
+GELU_TAIL = 3.0   # |x| beyond which GELU is flat to about 1% (gelu_tail_fraction)
+
+
+def grad_norms(model):
+    """{parameter name: L2 norm of its gradient}, None for a parameter without one."""
+    return {name: None if p.grad is None else float(np.linalg.norm(p.grad))
+            for name, p in model.named_parameters()}
+
+
+def snapshot(model):
+    """{parameter name: a copy of its weights}, to compare with after an update."""
+    return {name: p.data.copy() for name, p in model.named_parameters()}
+
+
+def update_ratios(before, model):
+    """{parameter name: std(w - before) / std(before)}, w the weights now. nan where the
+    weights before had no spread (a bias of zeros, a LayerNorm's ones at initialization):
+    a ratio to nothing is not defined."""
+    ratios = {}
+    for name, p in model.named_parameters():
+        spread = before[name].std()
+        ratios[name] = float((p.data - before[name]).std() / spread) if spread > 0 else math.nan
+    return ratios
+
+
+def gelu_tail_fraction(x):
+    """The fraction of the GELU inputs x in GELU's flat tails, |x| > GELU_TAIL = 3.
+
+    GELU(x) = x Phi(x) (and its tanh approximation, which x.gelu() computes) bends between
+    about -3 and 3 and is a straight line outside: its slope differs most from 0 and 1 at
+    x = -/+ sqrt(2) (-0.13 and 1.13) and comes closer to them ever after, to within 0.012
+    at |x| = 3. Below -3 the unit is off: it outputs
+    about 0 and passes back about 1% of the gradient it gets, so the weights feeding it
+    barely learn. Above +3 it is the identity: its nonlinearity does nothing. A healthy
+    MLP keeps nearly all its inputs in the bend; a fraction in the tails that grows as
+    training goes means units dying or turning linear."""
+    return float(np.mean(np.abs(x) > GELU_TAIL))
+
+
+def block_stats(model, idx):
+    """{block name ("h.0", ...): (std of the residual stream after the block, fraction of
+    its GELU inputs in the flat tails)} of a GPT on token ids idx (B, T).
+
+    GPT.forward's steps up to the last block, written out to keep each block's GELU
+    inputs, without a graph and in eval mode (no dropout: no random numbers drawn, so a
+    run that measures makes the same numbers as one that does not)."""
+    was_training = model.training
+    model.eval()
+    stats = {}
+    try:
+        with tg.no_grad():
+            x = model.tok_emb(idx)                                       # (B, T, C)
+            if model.pos_emb is not None:
+                x = x + model.pos_emb(np.arange(idx.shape[1]))
+            x = model.drop(x)
+            for i, block in enumerate(model.h):   # TransformerBlock.forward, one step at a time
+                x = x + block.attn(block.ln1(x))
+                hidden = block.ffn.fc(block.ln2(x))                      # GELU's inputs (B, T, 4C)
+                x = x + block.ffn.dropout(block.ffn.proj(hidden.gelu()))
+                stats[f"h.{i}"] = (float(x.data.std()), gelu_tail_fraction(hidden.data))
+    finally:
+        model.train(was_training)
+    return stats
+
+
+class HealthLog:
+    """The gradient health of `model` at the steps measured, as rows of COLUMNS (None
+    where a column does not apply to the row's parameter or block). Given a path, each
+    measurement rewrites that CSV (atomically). resume_step: a run that continues at that
+    step keeps the rows the CSV already has from the steps before it."""
+
+    def __init__(self, model, path=None, resume_step=None):
+        self.model, self.path = model, Path(path) if path else None
+        self.shapes = {name: p.shape for name, p in model.named_parameters()}
+        self.rows = []
+        if resume_step is not None and self.path and self.path.exists():
+            self.rows = [row for row in read_csv(self.path) if row["step"] < resume_step]
+        self.seconds = 0.0   # spent measuring and writing (a caller adds its drawing): the cost of watching
+
+    @contextmanager
+    def measure(self, step, idx):
+        """Wrap the optimizer's update at `step`: reads the gradients and, on the batch idx,
+        the blocks' activations before it, and the update ratios after it."""
+        started = time.perf_counter()
+        norms, blocks, before = grad_norms(self.model), block_stats(self.model, idx), snapshot(self.model)
+        self.seconds += time.perf_counter() - started
+        yield
+        started = time.perf_counter()
+        ratios = update_ratios(before, self.model)
+        row = dict.fromkeys(COLUMNS)
+        self.rows += [{**row, "step": step, "name": name, "grad_norm": norms[name], "update_ratio": ratios[name]}
+                      for name in norms]
+        self.rows += [{**row, "step": step, "name": name, "residual_std": std, "gelu_tail_fraction": tails}
+                      for name, (std, tails) in blocks.items()]
+        if self.path:
+            self.write_csv(self.path)
+        self.seconds += time.perf_counter() - started
+
+    def write_csv(self, path):
+        """The rows as CSV: a header of COLUMNS, numbers to 6 significant digits, an empty
+        cell where a column does not apply."""
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(COLUMNS)
+        for row in self.rows:
+            writer.writerow([_cell(row[c]) for c in COLUMNS])
+        write_atomically(path, lambda file: file.write(text.getvalue().encode()))
+
+
+def _cell(value):
+    return "" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def read_csv(path):
+    """The rows of a CSV that HealthLog wrote (numbers as floats, the step an int)."""
+    with open(path, newline="") as file:
+        reader = csv.DictReader(file)
+        if tuple(reader.fieldnames or ()) != COLUMNS:
+            raise ValueError(f"{path}: not a gradient health log: its columns are {reader.fieldnames}, "
+                             f"expected {list(COLUMNS)}")
+        return [{"step": int(row["step"]), "name": row["name"],
+                 **{c: float(row[c]) if row[c] else None for c in COLUMNS[2:]}} for row in reader]
