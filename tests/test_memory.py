@@ -39,7 +39,7 @@ def test_peak_resident_mib_adds_up_the_processes_given():
 # glibc hands back to the OS, so the next round faults every page in again; once nn keeps freed
 # memory (on a model's first training forward, with no call), the next round reuses it.
 FAULTS_PER_ROUND = """
-import mmap
+import resource
 import numpy as np
 import nn
 layer = nn.Linear(4, 2)
