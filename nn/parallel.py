@@ -73,8 +73,9 @@ class DataParallel:
         context = multiprocessing.get_context("fork")
         for k in range(1, self.processes):
             here, there = context.Pipe()
+            ours = [connection for connection, _ in self.workers] + [here]   # the worker closes its copies
             process = context.Process(target=_serve, daemon=True,
-                                      args=(self.model, self.optimizer, k, self.grads, self.totals, there))
+                                      args=(self.model, self.optimizer, k, self.grads, self.totals, there, ours))
             process.start()
             there.close()
             self.workers.append((here, process))
@@ -199,7 +200,14 @@ class WorkerDied(RuntimeError):
     @classmethod
     def of(cls, process):
         process.join(timeout=1)
-        return cls(f"DataParallel: worker process {process.pid} died (exit code {process.exitcode}); "
+        code = process.exitcode
+        if code is None:
+            how = "it closed its connection but is still running"
+        elif code < 0:
+            how = f"killed by signal {-code} ({signal.Signals(-code).name})"
+        else:
+            how = f"exit code {code}"
+        return cls(f"DataParallel: worker process {process.pid} died ({how}); "
                    "the next call starts new workers")
 
 
@@ -215,16 +223,23 @@ def _part(model, x, y, share, seed, backward):
         return loss.item() * share
 
 
-def _serve(model, optimizer, k, grads, totals, connection):
+def _serve(model, optimizer, k, grads, totals, connection, parent_ends):
     """Worker process k: run what it is sent, until the connection closes or brings None:
     a part (its gradients copied into grads[k]), a group's sum of every process's
-    gradients (into totals), or a group's optimizer update (with the sums)."""
+    gradients (into totals), or a group's optimizer update (with the sums).
+
+    The fork gave this process a copy of the main process's end of every pipe (its own and
+    earlier workers'). They are closed first: then the only other holder of this pipe is the
+    main process, and when it ends, however it ends (SIGKILL included), the connection reads
+    end-of-file and this worker stops too."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the main process to handle
+    for end in parent_ends:
+        end.close()
     params = model.parameters()
     while True:
         try:
             message = connection.recv()
-        except EOFError:
+        except (EOFError, OSError):   # the main process has gone
             return
         if message is None:
             return
@@ -247,9 +262,13 @@ def _serve(model, optimizer, k, grads, totals, connection):
                     p.grad = total if has else None
                 optimizer.step(group)
                 reply = None
-            connection.send(("done", reply))
+            answer = ("done", reply)
         except Exception:
-            connection.send(("error", traceback.format_exc()))
+            answer = ("error", traceback.format_exc())
+        try:
+            connection.send(answer)
+        except OSError:   # the main process has gone
+            return
 
 
 def _copy_grads(params, buffers):

@@ -1,4 +1,10 @@
 """nn.parallel.DataParallel: the batch split across processes gives the serial step's result."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 
@@ -176,7 +182,7 @@ def test_a_killed_worker_is_reported_and_replaced_on_the_next_call():
     _, process = parallel.workers[0]
     process.kill()
     process.join()
-    with pytest.raises(nn.parallel.WorkerDied, match=f"worker process {process.pid} died"):
+    with pytest.raises(nn.parallel.WorkerDied, match=rf"worker process {process.pid} died \(killed by signal 9 \(SIGKILL\)\)"):
         parallel.forward_backward(x, y)
     model.zero_grad()
     loss, serial = serial_loss_and_grads(model, x, y)
@@ -271,3 +277,42 @@ def test_a_checkpoint_reads_the_shared_optimizer_state(tmp_path):
         np.testing.assert_array_equal(a.data, b.data)
     for name, array in optimizer.state_dict().items():
         np.testing.assert_array_equal(fresh_optimizer.state_dict()[name], array)
+
+
+TRAINER = """
+import sys
+import numpy as np
+import nn
+nn.manual_seed(0)
+model = nn.GPT(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16)
+parallel = nn.parallel.DataParallel(model, 3)
+print(*[process.pid for _, process in parallel.workers], flush=True)
+x = np.zeros((6, 8), dtype=np.int64)
+while True:   # train until killed
+    parallel.forward_backward(x, x)
+"""
+
+
+def alive(pid):
+    """Whether the process pid still runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to see the workers")
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_no_worker_outlives_a_trainer_killed_at_any_moment(how):
+    for delay in (0.0, 0.3):   # waiting for work, and in the middle of a step
+        trainer = subprocess.Popen([sys.executable, "-c", TRAINER], stdout=subprocess.PIPE, text=True)
+        workers = [int(pid) for pid in trainer.stdout.readline().split()]
+        assert len(workers) == 2 and all(alive(pid) for pid in workers)
+        time.sleep(delay)
+        os.kill(trainer.pid, how)   # the trainer alone, not its process group
+        trainer.wait()
+        deadline = time.monotonic() + 10
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(pid) for pid in workers), f"workers {workers} outlived their trainer ({how.name})"
