@@ -3,8 +3,16 @@
 Updates are in place on each parameter's array (`p.data`), vectorized with numpy.
 """
 import math
+import numbers
 
 import numpy as np
+
+
+def require(owner, name, value, ok, expected):
+    """Refuse a setting that would silently train wrong: a nan or negative learning rate, a
+    beta of 1 or more, a negative weight decay or clip norm (gradient ascent, or nan weights)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not ok(value):
+        raise ValueError(f"{owner}: {name} must be {expected}, got {value!r}")
 
 
 class Optimizer:
@@ -14,6 +22,7 @@ class Optimizer:
         self.params = list({id(p): p for p in params}.values())
         if not self.params:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        require(type(self).__name__, "lr", lr, lambda v: v > 0, "a finite number > 0")
         self.lr = lr
         self.updates = np.zeros(len(self.params), np.int64)   # how many times each parameter moved
 
@@ -78,6 +87,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr, momentum=0.0):
         super().__init__(params, lr)
+        require("SGD", "momentum", momentum, lambda v: 0 <= v < 1, "in [0, 1)")
         self.momentum = momentum
         self.velocity = [np.zeros_like(p.data) for p in self.params]
 
@@ -98,7 +108,13 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
         super().__init__(params, lr)
-        self.betas, self.eps = betas, eps
+        name = type(self).__name__
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
+        for which, beta in zip(("betas[0]", "betas[1]"), betas):
+            require(name, which, beta, lambda v: 0 <= v < 1, "in [0, 1)")
+        require(name, "eps", eps, lambda v: v >= 0, "a finite number >= 0")
+        self.betas, self.eps = tuple(betas), eps
         self.m = [np.zeros_like(p.data) for p in self.params]
         self.v = [np.zeros_like(p.data) for p in self.params]
         self.scratch = {}   # dtype -> a flat array as large as the largest parameter of that dtype
@@ -141,6 +157,7 @@ class AdamW(Adam):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         super().__init__(params, lr, betas, eps)
+        require("AdamW", "weight_decay", weight_decay, lambda v: v >= 0, "a finite number >= 0")
         self.weight_decay = weight_decay
 
     def update(self, i, w, g):
@@ -152,6 +169,7 @@ class AdamW(Adam):
 def clip_grad_norm(params, max_norm):
     """Scale all gradients together so their global L2 norm is at most max_norm.
     Returns the norm before clipping (a float)."""
+    require("clip_grad_norm", "max_norm", max_norm, lambda v: v > 0, "a finite number > 0 (to not clip, do not call it)")
     grads = [p.grad for p in params if p.grad is not None]
     total = math.sqrt(sum(float(np.vdot(g, g)) for g in grads))
     if total > max_norm:

@@ -431,3 +431,33 @@ def test_optimizer_load_state_dict_mismatches_are_clear_errors_and_load_nothing(
         opt.load_state_dict(bad)
     after = opt.state_dict()
     assert all(np.array_equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.parametrize("make, setting", [
+    (lambda p: optim.SGD(p, lr=float("nan")), "lr"),
+    (lambda p: optim.SGD(p, lr=-1.0), "lr"),
+    (lambda p: optim.SGD(p, lr=0.0), "lr"),
+    (lambda p: optim.SGD(p, lr=0.1, momentum=1.0), "momentum"),
+    (lambda p: optim.SGD(p, lr=0.1, momentum=-0.5), "momentum"),
+    (lambda p: optim.Adam(p, lr=float("inf")), "lr"),
+    (lambda p: optim.Adam(p, betas=(1.5, 0.99)), r"betas\[0\]"),
+    (lambda p: optim.Adam(p, betas=(0.9, 1.0)), r"betas\[1\]"),
+    (lambda p: optim.Adam(p, betas=(0.9, float("nan"))), r"betas\[1\]"),
+    (lambda p: optim.Adam(p, betas=0.9), "betas"),
+    (lambda p: optim.Adam(p, eps=-1e-8), "eps"),
+    (lambda p: optim.AdamW(p, weight_decay=float("nan")), "weight_decay"),
+    (lambda p: optim.AdamW(p, weight_decay=-0.1), "weight_decay"),
+    (lambda p: optim.AdamW(p, lr="1e-3"), "lr"),
+])
+def test_optimizers_refuse_settings_that_would_train_wrong(make, setting):
+    with pytest.raises(ValueError, match=rf"{setting} must be"):
+        make([nn.Parameter(np.ones(3))])
+
+
+@pytest.mark.parametrize("max_norm", [0.0, -1.0, float("nan"), float("inf")])
+def test_clip_grad_norm_refuses_a_norm_that_is_not_positive_and_finite(max_norm):
+    p = nn.Parameter(np.ones(3))
+    p.grad = np.full(3, 5.0)
+    with pytest.raises(ValueError, match="clip_grad_norm: max_norm must be a finite number > 0"):
+        optim.clip_grad_norm([p], max_norm)
+    np.testing.assert_array_equal(p.grad, 5.0)   # nothing was scaled
