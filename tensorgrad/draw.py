@@ -63,7 +63,7 @@ def draw_graph(root, show_data=True, show_grad=True, order=False, collapse=None,
 
     def attributes(kind, what):
         if kind == "op":
-            return {"label": what._op, "shape": "ellipse", "fillcolor": COLOURS["op"], "height": "0.3"}
+            return {"label": graphviz.escape(what._op), "shape": "ellipse", "fillcolor": COLOURS["op"], "height": "0.3"}
         if kind == "box":
             path, inner, outputs = what
             ops = sum(1 for t in inner if t._op)

@@ -125,6 +125,22 @@ def test_record_special_characters_are_escaped_and_render(no_dot, tmp_path):
     assert "a{b}|&lt;c&gt;" in svg
 
 
+@pytest.mark.parametrize("name", ["<<b>X</b>>", "<b>bold</b>", "a\\lb", 'say "hi"', "{a|b}"])
+def test_op_and_scope_names_are_shown_as_text_in_every_format(no_dot, tmp_path, name):
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    with tg.scope(name):
+        y = tg.make_op(name, x.data * 2, (x,), vjps=(lambda g: 2 * g,))
+    loss = y.sum()
+    for collapse in (None, "modules"):   # the op's ellipse and cluster, or the folded scope's box
+        source = tg.draw_graph(loss, collapse=collapse).source
+        graphviz.Source(source)   # parses
+        svg = tg.render_graph(loss, tmp_path / "named.svg", collapse=collapse).read_text()
+        shown = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+        assert shown in svg, (name, collapse)
+        assert "<b>" not in svg   # no markup got through
+        assert tg.render_graph(loss, tmp_path / "named.png", collapse=collapse).read_bytes()[:4] == b"\x89PNG"
+
+
 def test_same_graph_same_source():
     assert tg.draw_graph(neuron()[0], order=True).source == tg.draw_graph(neuron()[0], order=True).source
 
