@@ -7,6 +7,12 @@ its peak memory with tracemalloc (numpy reports its array allocations to it), fi
 exponent of T by least squares on log-log axes, and do the same for the layer's linear
 projections (q, k, v = x W), which grow only linearly.
 
+The verdict is decided by peak memory: tracemalloc counts every allocation exactly, so its
+exponent is the same on every run, and a class sees the same conclusion every time. Time
+flickers with whatever else the machine runs: it is the best of several repeats, and its
+exponent is printed with a 95% interval over this run's repeats (a bootstrap, seeded); on a
+busy machine another run can land outside it.
+
     python demos/attention_cost.py [--out DIR] [--quick]
 """
 import time
@@ -48,7 +54,8 @@ def projection_step(T, n_heads, head_dim, rng):
 
 
 def measure(make_step, T, n_heads, head_dim, repeats):
-    """(best forward seconds, best backward seconds, peak bytes of forward + backward)."""
+    """(forward seconds of each repeat, backward seconds of each repeat, peak bytes of forward +
+    backward)."""
     forward, g = make_step(T, n_heads, head_dim, np.random.default_rng(T))
     fwd, bwd = [], []
     out, _ = forward()   # a warm-up run: first calls pay for caches, BLAS threads, page faults
@@ -67,7 +74,17 @@ def measure(make_step, T, n_heads, head_dim, repeats):
     out.backward(g)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return min(fwd), min(bwd), peak
+    return np.array(fwd), np.array(bwd), peak
+
+
+def time_exponent(lengths, repeats, resamples=2000, seed=0):
+    """The exponent of the best time against T, and its 95% interval: a bootstrap that redraws
+    each length's repeats (with replacement), takes the best of the draw, and refits."""
+    rng = np.random.default_rng(seed)
+    best = power_law_exponent(lengths, [r.min() for r in repeats])
+    draws = [power_law_exponent(lengths, [rng.choice(r, len(r)).min() for r in repeats]) for _ in range(resamples)]
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return best, low, high
 
 
 def main():
@@ -88,30 +105,34 @@ def main():
     rows = []
     for T in lengths:
         a, p = results["attention", T], results["projection", T]
-        rows.append([T, f"{a[0] * 1e3:.2f}", f"{a[1] * 1e3:.2f}", f"{a[2] / 2 ** 20:.2f}",
-                     f"{4 * n_heads * T * T / 2 ** 20:.2f}", f"{(p[0] + p[1]) * 1e3:.2f}", f"{p[2] / 2 ** 20:.2f}"])
+        rows.append([T, f"{a[0].min() * 1e3:.2f}", f"{a[1].min() * 1e3:.2f}", f"{a[2] / 2 ** 20:.2f}",
+                     f"{4 * n_heads * T * T / 2 ** 20:.2f}", f"{(p[0].min() + p[1].min()) * 1e3:.2f}",
+                     f"{p[2] / 2 ** 20:.2f}"])
     text = table(["T", "attn forward ms", "attn backward ms", "attn peak MiB", "one T x T weights MiB",
                   "projection fwd+bwd ms", "projection peak MiB"], rows)
-    # exponents: over all lengths, and over T >= 256 where fixed per-call costs no longer dominate
+    # exponents over T >= 256, where fixed per-call costs no longer dominate
     fit_from = [T for T in lengths if T >= 256] if len(lengths) > 3 else lengths
-    exponents = {}
-    for what, index, label in [("attention", 0, "attention forward time"), ("attention", 1, "attention backward time"),
-                               ("attention", 2, "attention peak memory"), ("projection", 0, "projection forward time"),
-                               ("projection", 1, "projection backward time"),
-                               ("projection", 2, "projection peak memory")]:
-        exponents[label] = (power_law_exponent(lengths, [results[what, T][index] for T in lengths]),
-                            power_law_exponent(fit_from, [results[what, T][index] for T in fit_from]))
-    text += "\n\nfitted exponent k in cost ~ T^k (least squares on log-log):\n" + table(
-        ["", f"all T ({lengths[0]}-{lengths[-1]})", f"T >= {fit_from[0]}"],
-        [[label, f"{e_all:.2f}", f"{e_big:.2f}"] for label, (e_all, e_big) in exponents.items()])
-    attn = [exponents[f"attention {x}"][1] for x in ("forward time", "backward time", "peak memory")]
-    quadratic = all(1.7 <= e <= 2.3 for e in attn)
-    conclusion = (f"{'supported' if quadratic else 'not clearly supported'}: for T >= {fit_from[0]} attention's "
-                  f"forward time grows as T^{attn[0]:.2f}, its backward as T^{attn[1]:.2f} and its peak memory as "
-                  f"T^{attn[2]:.2f} (2 = quadratic); the linear projections grow as "
-                  f"T^{exponents['projection forward time'][1]:.2f} (time) and "
-                  f"T^{exponents['projection peak memory'][1]:.2f} (memory). At T = {lengths[-1]} one attention "
-                  f"layer holds {results['attention', lengths[-1]][2] / 2 ** 20:.0f} MiB at its peak.")
+    exponents, rows = {}, []
+    for what in ("attention", "projection"):
+        for index, kind in [(0, "forward time"), (1, "backward time")]:
+            best, low, high = time_exponent(fit_from, [results[what, T][index] for T in fit_from])
+            exponents[f"{what} {kind}"] = best
+            rows.append([f"{what} {kind}", f"{best:.2f}", f"{low:.2f} to {high:.2f} (this run's repeats)"])
+        memory = power_law_exponent(fit_from, [results[what, T][2] for T in fit_from])
+        exponents[f"{what} peak memory"] = memory
+        rows.append([f"{what} peak memory", f"{memory:.2f}", "exact (the same every run)"])
+    text += (f"\n\nfitted exponent k in cost ~ T^k (least squares on log-log, T >= {fit_from[0]}):\n"
+             + table(["", "k", "95% interval"], rows))
+    memory = exponents["attention peak memory"]
+    quadratic = 1.7 <= memory <= 2.3
+    conclusion = (f"{'supported' if quadratic else 'not supported'}: for T >= {fit_from[0]} attention's peak memory "
+                  f"grows as T^{memory:.2f} (2 = quadratic), the projections' as "
+                  f"T^{exponents['projection peak memory']:.2f}; memory is counted exactly, so this verdict is "
+                  f"the same on every run. Time, which moves with the machine's load (95% intervals in the "
+                  f"table): attention's forward grows as T^{exponents['attention forward time']:.2f} and its "
+                  f"backward as T^{exponents['attention backward time']:.2f}, the projections' forward as "
+                  f"T^{exponents['projection forward time']:.2f}. At T = {lengths[-1]} one "
+                  f"attention layer holds {results['attention', lengths[-1]][2] / 2 ** 20:.0f} MiB at its peak.")
     txt = write_report(args.out, NAME, "Claim 7: attention is quadratic", text, conclusion)
 
     png = None
@@ -120,20 +141,20 @@ def main():
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
         Ts = np.array(lengths, float)
         for index, label, color in [(0, "attention forward", "tab:blue"), (1, "attention backward", "tab:orange")]:
-            ys = [results["attention", T][index] * 1e3 for T in lengths]
-            k = exponents[f"{label} time"][1]
+            ys = [results["attention", T][index].min() * 1e3 for T in lengths]
+            k = exponents[f"{label} time"]
             ax1.loglog(Ts, ys, "o-", color=color, label=f"{label}: T^{k:.2f}")
-        ys = [sum(results["projection", T][:2]) * 1e3 for T in lengths]
+        ys = [(results["projection", T][0].min() + results["projection", T][1].min()) * 1e3 for T in lengths]
         ax1.loglog(Ts, ys, "s--", color="gray", label="q,k,v projection fwd+bwd: "
-                   f"T^{power_law_exponent(fit_from, [sum(results['projection', T][:2]) for T in fit_from]):.2f}")
-        ref = results["attention", lengths[-1]][1] * 1e3
+                   f"T^{exponents['projection forward time']:.2f} (forward)")
+        ref = results["attention", lengths[-1]][1].min() * 1e3
         ax1.loglog(Ts, ref * (Ts / Ts[-1]) ** 2, ":", color="black", lw=1, label="slope 2 (reference)")
         ax1.set(xlabel="sequence length T", ylabel="milliseconds (best of repeats)",
                 title=f"time of one forward and backward (exponents fitted on T >= {fit_from[0]})")
         ax2.loglog(Ts, [results["attention", T][2] / 2 ** 20 for T in lengths], "o-", color="tab:red",
-                   label=f"attention fwd+bwd peak: T^{exponents['attention peak memory'][1]:.2f}")
+                   label=f"attention fwd+bwd peak: T^{exponents['attention peak memory']:.2f}")
         ax2.loglog(Ts, [results["projection", T][2] / 2 ** 20 for T in lengths], "s--", color="gray",
-                   label=f"projection fwd+bwd peak: T^{exponents['projection peak memory'][1]:.2f}")
+                   label=f"projection fwd+bwd peak: T^{exponents['projection peak memory']:.2f}")
         ax2.loglog(Ts, 4 * n_heads * Ts ** 2 / 2 ** 20, ":", color="black", lw=1,
                    label=f"one float32 T x T matrix per head ({n_heads} heads)")
         ax2.set(xlabel="sequence length T", ylabel="MiB (tracemalloc peak)",

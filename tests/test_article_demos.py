@@ -3,6 +3,7 @@ as a user would run it (a subprocess, from the repository root) and must print i
 and conclusion and write its text table, and its figure when matplotlib is installed."""
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,14 @@ def test_attention_heads_reads_a_train_chargpt_checkpoint(tmp_path):
     report = (tmp_path / "attention_heads.txt").read_text(encoding="utf-8")
     assert report.count("\n    1     1 ") == 1      # a row for layer 1, head 1: every head of every layer
     assert np.isfinite(float(report.split("trained ")[1].split(",")[0]))
+
+
+def test_attention_cost_gives_the_same_verdict_and_memory_exponents_every_run(tmp_path):
+    """Its verdict rests on peak memory, which tracemalloc counts exactly; time only informs."""
+    def verdict_and_memory(out):
+        conclusion = out.split("Conclusion: ")[1]
+        memory = re.findall(r"^ *(\w+ peak memory) +([\d.]+) +exact", out, flags=re.MULTILINE)
+        return conclusion.split(":")[0], conclusion.split(" Time,")[0], memory
+    first, second = (verdict_and_memory(run(["demos/attention_cost.py", "--quick", "--out", str(tmp_path / name)],
+                                            tmp_path)) for name in ("a", "b"))
+    assert first == second and len(first[2]) == 2
