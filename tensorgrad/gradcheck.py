@@ -101,11 +101,7 @@ def _blame(loss, record, scalar_output, input_failures, eps, atol, rtol, rng):
     module's docstring says how), or saying why none can be named."""
     order = backward_order(loss)
     made = {id(out): k for k, (_, out, _) in enumerate(record.made)}
-    consumers = {id(node): [] for node in order}
-    for node in order:
-        for parent in dict.fromkeys(node._parents):
-            if parent.requires_grad:
-                consumers[id(parent)].append(node)
+    users = lambda x: [node for node in order if any(p is x for p in node._parents)]   # x's consumers
 
     def rerun(x, delta, hold=()):
         """The Replay of fn run again with x's data moved by delta and each tensor in `hold`
@@ -137,36 +133,47 @@ def _blame(loss, record, scalar_output, input_failures, eps, atol, rtol, rng):
                 raise Unrepeatable("fn gives another value when run again (does it draw random numbers?)")
         bad = {id(node) for node in order[1:] if (id(node) in made or id(node) in input_failures) and wrong(node)}
         lines = []
-        for x in order:   # the first wrong gradients: those whose consumers' gradients are right
-            if id(x) in bad and not any(id(c) in bad for c in consumers[id(x)]):
-                found = [_check_edge(node, x, rerun, made, eps, atol, rtol) for node in consumers[id(x)]]
+        for x in order:   # a wrong gradient: one of the consumers whose own gradient is right sent it
+            if id(x) in bad:
+                right = [node for node in users(x) if id(node) not in bad]
+                found = [line for node in right if (line := _check_edge(node, x, rerun, made, eps, atol, rtol, rng))]
                 name = repr(x.label) if x.label else f"{x.op}'s output" if x.op else "an input"
-                lines += list(filter(None, found)) or [
-                    f"  the gradient of {name} (shape {x.shape}) is wrong, though the vjp of every op that uses it "
-                    "agrees: fn uses its values outside the graph (.data, .item(), .detach(), ...)"]
+                lines += found or [f"  the gradient of {name} (shape {x.shape}) is wrong, though the vjp of every op "
+                                   "that uses it agrees: fn uses its values outside the graph (.data, .item(), "
+                                   ".detach(), ...)"] * (len(right) == len(users(x)))
     except Unrepeatable as reason:
         return [f"which op is wrong cannot be found: {reason}; the check above is of the whole function"]
     return ["the op(s) whose vjp disagrees with finite differences of that op alone:"] + lines if lines else [
         "every op's vjp agrees: fn uses an input's values outside the graph (.data, .item(), .detach(), ...)"]
 
 
-def _check_edge(node, x, rerun, made, eps, atol, rtol):
+def _check_edge(node, x, rerun, made, eps, atol, rtol, rng):
     """'' when the gradient that node's vjp sends to its input x matches finite differences
-    of node alone (x moved one element at a time, node's other inputs held), else a report."""
+    of node alone (x moved, node's other inputs held at their data): along a random
+    direction, then, where that disagrees, element by element for the report."""
     sent = input_gradients(node._vjps, node._parents, node.grad)
     analytic = sum(dense(g, x.shape, x.dtype) for p, g in zip(node._parents, sent) if p is x)
     hold = [p for p in node._parents if p is not x and id(p) in made]
-    where = (f"op {describe(node)}: its vjp for input {', '.join(str(k) for k, p in enumerate(node._parents) if p is x)}"
+    where = (f"op {describe(node)}: its vjp for operand {', '.join(str(k) for k, p in enumerate(node._parents) if p is x)}"
              + (f" ({x.label!r})" if x.label else ""))
+
+    def along(step):   # d Σ(node.grad · node's output) along step/eps; None if another operand moved too
+        (_, above, inputs), (_, below, _) = (rerun(x, s, hold).made[made[id(node)]] for s in (step, -step))
+        if any(p is not x and not np.array_equal(p.data, q.data) for p, q in zip(node._parents, inputs)):
+            return None
+        return np.sum(node.grad * (above.data - below.data)) / (2 * eps)
+
+    v = rng.standard_normal(x.shape)
+    numeric = along(eps * v)
+    if numeric is None:
+        return f"  {where} cannot be checked alone: another of its operands is made from this one outside the graph"
+    if abs(np.sum(analytic * v) - numeric) <= atol + rtol * abs(numeric):
+        return ""
     numeric = np.zeros(x.shape)
     for i in np.ndindex(x.shape):
         step = np.zeros(x.shape)
         step[i] = eps
-        (_, above, inputs), (_, below, _) = (rerun(x, s, hold).made[made[id(node)]] for s in (step, -step))
-        moved = [k for k, (p, q) in enumerate(zip(node._parents, inputs)) if p is not x and not np.array_equal(p.data, q.data)]
-        if moved:
-            return f"  {where} cannot be checked alone: its input {moved[0]} is made from this one outside the graph"
-        numeric[i] = np.sum(node.grad * (above.data - below.data)) / (2 * eps)
+        numeric[i] = along(step)
     return _report(where, analytic, numeric, atol, rtol)
 
 
