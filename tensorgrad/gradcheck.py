@@ -9,11 +9,11 @@ op to do it (so a learner's own make_op ops are checked too): it runs fn again i
 mode (autograd.replaying) in which make_op hands it every tensor it makes, in order, and
 may give the k-th one other data. Moving one tensor X by eps·v lets the re-run recompute
 everything downstream, which measures dL/dX along v, to compare with the X.grad that
-backward left. Backward visits all of X's consumers before X, so the first X whose
-gradient disagrees while its consumers' agree was sent a wrong gradient by a consumer:
-that op's vjp is the culprit. It is confirmed element by element by moving one element of
-X at a time, with the consumer's other inputs held at their data, and watching the
-consumer's output alone.
+backward left. A wrong X.grad is the sum of what X's consumers sent it; a consumer whose
+own gradient is right received the right upstream, so if what it sent is wrong, its vjp
+is: each such vjp is checked along a random direction and, where that disagrees, element
+by element, by moving X (one element at a time) with the consumer's other inputs held at
+their data and watching the consumer's output alone.
 """
 import numpy as np
 
@@ -67,7 +67,7 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-4, seed=0):
             r = projection[0]
             how = ("a scalar, checked as it is" if r.shape == () else f"shape {r.shape}, checked as L = sum(out * r), "
                    f"r = np.random.default_rng({seed}).standard_normal({r.shape})")
-            blame = _blame(loss, record, scalar_output, dict(zip(map(id, checked), failures)), eps, atol, rtol, rng)
+            blame = _blame(loss, record, scalar_output, checked, eps, atol, rtol, rng)
             raise GradcheckError(f"gradcheck failed (fn's output: {how}):\n"
                                  + "\n".join(filter(None, failures + blame)))
     finally:
@@ -96,7 +96,7 @@ class Unrepeatable(Exception):
     """fn does not make the same ops, or the same value, each time it runs."""
 
 
-def _blame(loss, record, scalar_output, input_failures, eps, atol, rtol, rng):
+def _blame(loss, record, scalar_output, inputs, eps, atol, rtol, rng):
     """Report lines naming the op(s) whose vjp disagrees with finite differences (the
     module's docstring says how), or saying why none can be named."""
     order = backward_order(loss)
@@ -120,27 +120,27 @@ def _blame(loss, record, scalar_output, input_failures, eps, atol, rtol, rng):
             raise Unrepeatable("fn made other ops when run again (does it branch on its data?)")
         return run
 
-    def wrong(node):   # dL/d(node) along a random direction v: finite differences against node.grad
-        if id(node) not in made:
-            return bool(input_failures.get(id(node)))   # an input: the element-wise check has said
-        v = rng.standard_normal(node.shape)
-        numeric = (rerun(node, eps * v).value - rerun(node, -eps * v).value) / (2 * eps)
-        return abs(np.sum(node.grad * v) - numeric) > atol + rtol * abs(numeric)
+    def wrong(x):   # dL/dx along a random direction v: finite differences against x.grad
+        v = rng.standard_normal(x.shape)
+        numeric = (rerun(x, eps * v).value - rerun(x, -eps * v).value) / (2 * eps)
+        return abs(np.sum(_grad(x) * v) - numeric) > atol + rtol * abs(numeric)
 
     try:
         with no_grad():
             if not np.isclose(scalar_output().item(), loss.item(), rtol=1e-12, atol=1e-12):
                 raise Unrepeatable("fn gives another value when run again (does it draw random numbers?)")
-        bad = {id(node) for node in order[1:] if (id(node) in made or id(node) in input_failures) and wrong(node)}
+        movable = [x for x in order[1:] if id(x) in made or any(x is t for t in inputs)]
+        bad = {id(x) for x in movable if wrong(x)}
         lines = []
-        for x in order:   # a wrong gradient: one of the consumers whose own gradient is right sent it
+        for x in order:
             if id(x) in bad:
-                right = [node for node in users(x) if id(node) not in bad]
+                right = [node for node in users(x) if id(node) not in bad]   # they got the right upstream
                 found = [line for node in right if (line := _check_edge(node, x, rerun, made, eps, atol, rtol, rng))]
-                name = repr(x.label) if x.label else f"{x.op}'s output" if x.op else "an input"
-                lines += found or [f"  the gradient of {name} (shape {x.shape}) is wrong, though the vjp of every op "
-                                   "that uses it agrees: fn uses its values outside the graph (.data, .item(), "
-                                   ".detach(), ...)"] * (len(right) == len(users(x)))
+                if not found and len(right) == len(users(x)):   # every op that uses x sent it the right gradient
+                    name = repr(x.label) if x.label else f"{x.op}'s output" if x.op else "an input"
+                    found = [f"  the gradient of {name} (shape {x.shape}) is wrong, though the vjp of every op that "
+                             "uses it agrees: fn uses its values outside the graph (.data, .item(), .detach(), ...)"]
+                lines += found
     except Unrepeatable as reason:
         return [f"which op is wrong cannot be found: {reason}; the check above is of the whole function"]
     return ["the op(s) whose vjp disagrees with finite differences of that op alone:"] + lines if lines else [
@@ -151,7 +151,7 @@ def _check_edge(node, x, rerun, made, eps, atol, rtol, rng):
     """'' when the gradient that node's vjp sends to its input x matches finite differences
     of node alone (x moved, node's other inputs held at their data): along a random
     direction, then, where that disagrees, element by element for the report."""
-    sent = input_gradients(node._vjps, node._parents, node.grad)
+    sent = input_gradients(node._vjps, node._parents, _grad(node))
     analytic = sum(dense(g, x.shape, x.dtype) for p, g in zip(node._parents, sent) if p is x)
     hold = [p for p in node._parents if p is not x and id(p) in made]
     where = (f"op {describe(node)}: its vjp for operand {', '.join(str(k) for k, p in enumerate(node._parents) if p is x)}"
@@ -161,7 +161,7 @@ def _check_edge(node, x, rerun, made, eps, atol, rtol, rng):
         (_, above, inputs), (_, below, _) = (rerun(x, s, hold).made[made[id(node)]] for s in (step, -step))
         if any(p is not x and not np.array_equal(p.data, q.data) for p, q in zip(node._parents, inputs)):
             return None
-        return np.sum(node.grad * (above.data - below.data)) / (2 * eps)
+        return np.sum(_grad(node) * (above.data - below.data)) / (2 * eps)
 
     v = rng.standard_normal(x.shape)
     numeric = along(eps * v)
@@ -175,6 +175,11 @@ def _check_edge(node, x, rerun, made, eps, atol, rtol, rng):
         step[i] = eps
         numeric[i] = along(step)
     return _report(where, analytic, numeric, atol, rtol)
+
+
+def _grad(t):
+    """t.grad, or zeros where no gradient reached t."""
+    return np.zeros(t.shape) if t.grad is None else t.grad
 
 
 def _checked(x):
