@@ -45,14 +45,14 @@ def mean_vjp(g, x, axis, keepdims):
 
 def _axes(axis, ndim):
     """axis as a tuple of non-negative ints (every axis for None)."""
-    axes = range(ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
+    axes = range(ndim) if axis is None else (axis,) if isinstance(axis, int) else axis   # a list or tuple
     return tuple(a % ndim for a in axes)
 
 
 CHECKS = [
     lab.Case(sum_over, x=(4, 3), axis=0),
     lab.Case(sum_over, x=(4, 3)),
-    lab.Case(sum_over, x=(2, 3, 4), axis=(0, 2), keepdims=True),
+    lab.Case(sum_over, x=(2, 3, 4), axis=[0, 2], keepdims=True),   # a list: a tuple would be a shape
     lab.Case(mean_over, x=(4, 3), axis=1),
     lab.Case(mean_over, x=(4, 3)),
     lab.Case(mean_over, x=(2, 3, 4), axis=-1, keepdims=True),
