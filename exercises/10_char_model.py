@@ -1,7 +1,7 @@
 """Exercise 10: a tiny character model, trained with your own ops.
 
-One transformer block, nanoGPT's shape, built from nothing but the ops of exercises 02 to
-09 and one more, the embedding, which you write here:
+One transformer block, nanoGPT's shape, built from nothing but your ops of exercises 01,
+02, 04, 05, 07, 08 and 09, and one more, the embedding, which you write here:
 
     ids: (T,) ints, the characters of a text; table: (V, C), one row per character
     embedding:  out = table[ids]                          (T, C): row t is table[ids[t]]
@@ -16,9 +16,9 @@ from; every other row of the table gets 0. A text repeats its characters: when i
 the same id twice, that row was used twice, and (exercise 02 again) both uses add up.
 
 Write embedding_vjp: it gets g (T, C), the table and ids, and returns dL/dtable (V, C).
-`python exercises/check.py 10` grades it and trains the model for a while (so exercises
-02, 04, 05, 07, 08 and 09 must pass too); `python exercises/10_char_model.py` trains it
-for longer, printing the loss as it falls, and writes some text in the style it learnt.
+`python exercises/check.py 10` grades it, then trains the model for 150 steps (so the
+exercises it uses must pass too); `python exercises/10_char_model.py` trains it for 1000,
+printing the loss as it falls, and writes some text in the style it has learnt.
 
 The text is the docstrings of Python's own standard library (what nn.data falls back on
 offline): every Python has it, and nothing is downloaded.
