@@ -104,7 +104,7 @@ def grade_op(case, seed):
         given = ", ".join([f"g {g.shape}"] + [f"{name} {t.shape}" for name, t in tensors.items()])
         context = _context(out, g, tensors, others, None, None, {}, error)
         return NEEDS_WORK, [f"{out.op}: your vjp raised {type(error).__name__}: {error}", f"  it was given {given}",
-                            *_hints(out.op, context), _seed_line(seed)], out.op
+                            *_hints(context), _seed_line(seed)], out.op
     expected = {name: finite_differences(lambda: (run() * g).sum(), t, EPS) for name, t in tensors.items()}
     lines = []
     for name, tensor in tensors.items():
@@ -170,9 +170,9 @@ def _vjp_results(out, g, names):
 
 
 def _compare(c):
-    """[] when c.got (the vjp's gradient for input c.name) matches finite differences,
-    else lines saying how it differs, with hints."""
-    op, name, want = c.op, c.name, c.expected[c.name]
+    """[] when c.got (the vjp's gradient for input c.name) matches finite differences
+    (c.want), else lines saying how it differs, with hints."""
+    op, name, want = c.op, c.name, c.want
     if c.got is None:
         return [f"{op}, input {name}: your vjp returned None for it; return dL/d{name}, of shape {want.shape}"]
     try:
@@ -180,57 +180,64 @@ def _compare(c):
     except (TypeError, ValueError):
         return [f"{op}, input {name}: your vjp returned {_what(c.got)}, not an array of {name}'s shape {want.shape}"]
     if c.got.shape != want.shape:
-        return [f"{op}, input {name}: expected shape {want.shape} ({name}'s shape), got {c.got.shape}", *_hints(op, c)]
+        return [f"{op}, input {name}: expected shape {want.shape} ({name}'s shape), got {c.got.shape}", *_hints(c)]
     bad = ~np.isclose(c.got, want, rtol=RTOL, atol=ATOL)
     if not bad.any():
         return []
     if not c.got.ndim:
-        return [f"{op}, input {name}: dL/d{name} is {want:.6g} by finite differences, yours {c.got:.6g}", *_hints(op, c)]
+        return [f"{op}, input {name}: dL/d{name} is {want:.6g} by finite differences, yours {c.got:.6g}", *_hints(c)]
     worst = np.unravel_index(np.argmax(np.where(bad, np.abs(c.got - want), -1)), want.shape)
     return [f"{op}, input {name}: {int(bad.sum())} of {bad.size} elements are wrong; element "
             f"{tuple(int(i) for i in worst)} of dL/d{name} is {want[worst]:.6g} by finite differences, "
-            f"yours {c.got[worst]:.6g}", *_hints(op, c)]
+            f"yours {c.got[worst]:.6g}", *_hints(c)]
 
 
 def _context(out, g, tensors, others, name, got, expected, error=None):
     """What a hint may look at: the op, its output and g, the inputs' arrays (and the
-    others) by name, the input being graded, the gradient the vjp returned for it, every
-    input's gradient by finite differences, and the error if the vjp raised one."""
+    others) by name, the input being graded, the gradient the vjp returned for it and the
+    right one (want), every input's right gradient (expected), and the error if the vjp
+    raised one."""
     arrays = {n: t.data for n, t in tensors.items()}
     return SimpleNamespace(op=out.op, out=out.data, g=g, inputs={**arrays, **others}, name=name, got=got,
-                           expected=expected, error=error)
+                           want=expected.get(name), expected=expected, error=error)
 
 
-def _hints(op, c):
+def _hints(c):
     """Hints for the mistake in c: the general ones about shapes and values, then those
-    about this op's classic mistakes."""
-    hints = []
-    want = c.expected[c.name] if c.name else None
-    if c.got is not None and c.got.shape != want.shape:
-        out = c.out.shape
-        if len(want.shape) >= 2 and c.got.shape == want.shape[::-1]:
-            hints.append("did you transpose? the gradient has its input's shape, not the transposed one")
-        elif c.got.shape == out and tg.autograd.broadcasts_to(want.shape, out):
-            extra = len(out) - want.ndim
-            stretched = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(want.shape) if n < out[extra + i])
-            hints.append(f"{c.name} {want.shape} was broadcast to {out} in the forward, so each of its elements was "
-                         f"used in several places: the chain rule sums their gradients, over axes {stretched}")
-        elif c.got.shape == c.g.shape:
-            hints.append(f"that is g's shape: spread g back over the axes the forward removed, to {c.name}'s shape")
-    elif c.got is not None:
-        meaningful = np.abs(want) > 1e-6
-        ratio = c.got[meaningful] / want[meaningful] if meaningful.any() else np.ones(1)
-        swapped = [other for other, grad in c.expected.items() if other != c.name and _like(c.got, grad)]
-        if swapped:
-            hints.append(f"yours is the gradient of {swapped[0]}: are two of them swapped?")
-        elif not c.got.any():
-            hints.append("your gradient is all zeros")
-        elif c.got.size > 1 and np.allclose(ratio, ratio.flat[0], rtol=1e-4) and not np.isclose(ratio.flat[0], 1):
-            hints.append("the sign is flipped" if np.isclose(ratio.flat[0], -1) else
-                         f"yours is {ratio.flat[0]:.6g} times the right one, everywhere")
-        elif c.got.ndim == 2 and c.got.shape[0] == c.got.shape[1] and _like(c.got, want.T):
-            hints.append("yours is the transpose of the right one: did you transpose?")
-    return hints + [hint for hint in CLASSIC.get(op, lambda c: [])(c) if hint]
+    about this op's classic mistakes (CLASSIC)."""
+    return [*_shape_hints(c), *_value_hints(c), *CLASSIC.get(c.op, lambda c: ())(c)]
+
+
+def _shape_hints(c):
+    if c.got is None or c.got.shape == c.want.shape:
+        return
+    want, out = c.want.shape, c.out.shape
+    if len(want) >= 2 and c.got.shape == want[::-1]:
+        yield "did you transpose? the gradient has its input's shape, not the transposed one"
+    elif c.got.shape == out and tg.autograd.broadcasts_to(want, out):
+        extra = len(out) - len(want)
+        stretched = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(want) if n < out[extra + i])
+        yield (f"{c.name} {want} was broadcast to {out} in the forward, so each of its elements was used in "
+               f"several places: the chain rule sums their gradients, over axes {stretched}")
+    elif c.got.shape == c.g.shape:
+        yield f"that is g's shape: spread g back over the axes the forward removed, to {c.name}'s shape"
+
+
+def _value_hints(c):
+    if c.got is None or c.got.shape != c.want.shape:
+        return
+    swapped = [other for other, grad in c.expected.items() if other != c.name and _like(c.got, grad)]
+    meaningful = np.abs(c.want) > 1e-6
+    ratio = c.got[meaningful] / c.want[meaningful] if meaningful.any() else np.ones(1)
+    if swapped:
+        yield f"yours is the gradient of {swapped[0]}: are two of them swapped?"
+    elif not c.got.any():
+        yield "your gradient is all zeros"
+    elif c.got.size > 1 and np.allclose(ratio, ratio.flat[0], rtol=1e-4) and not np.isclose(ratio.flat[0], 1):
+        yield "the sign is flipped" if np.isclose(ratio.flat[0], -1) else \
+            f"yours is {ratio.flat[0]:.6g} times the right one, everywhere"
+    elif c.got.ndim == 2 and c.got.shape[0] == c.got.shape[1] and _like(c.got, c.want.T):
+        yield "yours is the transpose of the right one: did you transpose?"
 
 
 def _like(a, b):
@@ -239,43 +246,60 @@ def _like(a, b):
 
 def _ratio_is(c, n):
     """True when c.got is n times the right gradient."""
-    return c.got is not None and _like(c.got, n * c.expected[c.name])
+    return c.got is not None and _like(c.got, n * c.want)
 
 
-# The classic mistakes: for each op, hints that recognise one (None where it is not that).
-CLASSIC = {
-    "matmul": lambda c: [
-        "line up the shapes: g is (n, m), a (n, k), b (k, m), and dL/da must be (n, k), dL/db (k, m): each is g "
-        "times the other input, or its transpose, in the one order whose shapes fit (the transposed matmul gradient)"
-        if c.error is not None or c.got.shape != c.expected[c.name].shape or _like(c.got, c.expected[c.name].T)
-        else None],
-    "mean": lambda c: [
-        f"mean divides each sum by n = {c.inputs['x'].size // max(c.out.size, 1)}, the number of elements "
-        "averaged, and so does its gradient: the missing 1/n"
-        if _ratio_is(c, c.inputs["x"].size // max(c.out.size, 1)) else None],
-    "softmax": lambda c: [
-        "you have s·g: the Jacobian's diagonal alone. Each s_i also moves when any other x_j of its row does (through "
-        "the sum below the fraction): the off-diagonal terms -s_i·s_j are missing: softmax's missing subtraction"
-        if _like(c.got, c.out * c.g) else None],
-    "cross_entropy": lambda c: [
-        "the missing subtraction: at each row's target the loss has the term -logits[i, t_i], whose derivative "
-        "is -1 there (and 0 elsewhere)"
-        if any(_like(c.got, c.g * _softmax(c.inputs["logits"]) / n) for n in (1, len(c.inputs["targets"]))) else None,
-        f"the loss is the mean over the {len(c.inputs['targets'])} rows: the missing 1/N"
-        if _ratio_is(c, len(c.inputs["targets"])) else None],
-    "layer_norm": lambda c: [
-        "you treated μ and σ as constants: they depend on every x of the row, two more paths to the loss"
-        if c.name == "x" and _like(c.got, c.g * c.inputs["w"] / np.sqrt(c.inputs["x"].var(-1, keepdims=True) + 1e-5))
-        else None],
-    "embedding": lambda c: [
-        f"ids repeat ({_repeats(c.inputs['ids'])}): `grad[ids] += g` keeps one row of g for a repeated id "
-        "(numpy writes each place once); np.add.at(grad, ids, g) adds them all"
-        if c.got is not None and _like(c.got, _overwritten(c.g, c.inputs["table"], c.inputs["ids"])) else None],
-    "attention": lambda c: [
-        "the 1/√d of the scores: dL/dq and dL/dk carry it once"
-        if any(_ratio_is(c, f) for f in (np.sqrt(c.inputs["q"].shape[-1]), 1 / np.sqrt(c.inputs["q"].shape[-1])))
-        else None],
-}
+# ---- the classic mistakes, op by op: each recognises one and says what it is -----------------
+def _matmul(c):   # the transposed gradient: a shape that does not fit, or the transpose's values
+    if c.error is not None or c.got.shape != c.want.shape or _like(c.got, c.want.T):
+        yield ("line up the shapes: g is (n, m), a (n, k), b (k, m), and dL/da must be (n, k), dL/db (k, m): each "
+               "is g times the other input, or its transpose, in the one order whose shapes fit (the transposed "
+               "matmul gradient)")
+
+
+def _mean(c):   # the missing 1/n
+    n = c.inputs["x"].size // c.out.size
+    if _ratio_is(c, n):
+        yield (f"mean divides each sum by n = {n}, the number of elements averaged, and so does its gradient: "
+               "the missing 1/n")
+
+
+def _softmax_vjp(c):   # the diagonal of the Jacobian alone
+    if _like(c.got, c.out * c.g):
+        yield ("you have s·g: the Jacobian's diagonal alone. Each s_i also moves when any other x_j of its row "
+               "does (through the sum below the fraction): the off-diagonal terms -s_i·s_j are missing: softmax's "
+               "missing subtraction")
+
+
+def _cross_entropy(c):   # softmax without the one-hot subtracted, or without the mean's 1/N
+    p, rows = _softmax(c.inputs["logits"]), len(c.inputs["targets"])
+    if _like(c.got, c.g * p / rows) or _like(c.got, c.g * p):
+        yield ("the missing subtraction: at each row's target the loss has the term -logits[i, t_i], whose "
+               "derivative is -1 there (and 0 elsewhere)")
+    if _ratio_is(c, rows):
+        yield f"the loss is the mean over the {rows} rows: the missing 1/N"
+
+
+def _layer_norm(c):   # μ and σ held constant
+    x, w = c.inputs["x"], c.inputs["w"]
+    if c.name == "x" and _like(c.got, c.g * w / np.sqrt(x.var(axis=-1, keepdims=True) + 1e-5)):
+        yield "you treated μ and σ as constants: they depend on every x of the row, two more paths to the loss"
+
+
+def _embedding(c):   # grad[ids] += g, which keeps one row of g for an id picked twice
+    if c.got is not None and _like(c.got, _overwritten(c.g, c.inputs["table"], c.inputs["ids"])):
+        yield (f"ids repeat ({_repeats(c.inputs['ids'])}): `grad[ids] += g` keeps one row of g for a repeated id "
+               "(numpy writes each place once); np.add.at(grad, ids, g) adds them all")
+
+
+def _attention(c):   # the 1/√d lost, or put in twice
+    root_d = np.sqrt(c.inputs["q"].shape[-1])
+    if _ratio_is(c, root_d) or _ratio_is(c, 1 / root_d):
+        yield "the 1/√d of the scores: dL/dq and dL/dk carry it once"
+
+
+CLASSIC = {"matmul": _matmul, "mean": _mean, "softmax": _softmax_vjp, "cross_entropy": _cross_entropy,
+           "layer_norm": _layer_norm, "embedding": _embedding, "attention": _attention}
 
 
 def _softmax(x):
