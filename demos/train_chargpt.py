@@ -314,12 +314,15 @@ def write_csv(history, out):
 
 
 def plot_losses(history, out):
-    """The loss curve beside the checkpoint (out/chargpt.png), when matplotlib is installed."""
+    """The loss curve beside the checkpoint (out/chargpt.png), when matplotlib is installed;
+    without it, one line says that neither PNG is drawn (plot_health skips its own quietly)."""
     try:
         import matplotlib
         matplotlib.use("Agg")   # files only: no window, no display needed
         import matplotlib.pyplot as plt
     except ImportError:
+        print(f"no {outputs(out).loss_png.name} or {outputs(out).health_png.name}: matplotlib is not installed "
+              '(pip install ".[plots]" draws them; the .csv logs are written)')
         return
     steps, train, val, _ = zip(*history)
     fig, ax = plt.subplots(figsize=(6, 4))

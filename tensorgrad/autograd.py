@@ -22,6 +22,7 @@ class _Modes(threading.local):
     anomaly = False       # True inside detect_anomaly(): every op checks for nan/inf
     composed = False      # True inside composed(): fused ops run as their compositions
     scope = ()            # names of the open scope() blocks, outermost first
+    replay = None         # inside replaying(): the Replay that make_op hands each new tensor
 
 
 modes = _Modes()
@@ -56,6 +57,12 @@ def composed():
     show every step of the math. Values and gradients are the same (tests prove it);
     outside the block, training uses the fused ops, which are faster."""
     return _switched("composed", True)
+
+
+def replaying(replay):
+    """Inside this block make_op calls `replay(op, out, inputs)` for every tensor it makes, in
+    order, before returning it: how gradcheck re-runs a function with one tensor's data moved."""
+    return _switched("replay", replay)
 
 
 def is_composed():
