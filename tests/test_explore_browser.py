@@ -219,3 +219,25 @@ def test_the_jupyter_frame_runs_the_same_stepper(browser):
         assert errors == []
     finally:
         tab.close()
+
+
+@pytest.mark.parametrize("when", ["before backward", "after a freeing backward"])
+def test_a_page_without_the_kept_graph_says_so_and_still_steps(when, browser, tmp_path):
+    x = tg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True, label="x")
+    loss = (x * x).tanh().sum()
+    loss.label = "loss"
+    if when != "before backward":
+        loss.backward()
+    page = tg.render_graph(loss, tmp_path / "page.html")
+    with opened(browser, page) as tab:
+        assert ("before backward" if when == "before backward" else "freed") in tab.text_content("#banners")
+        assert "loss.backward(retain_graph=True)" in tab.text_content("#banners")
+        def shown(order):   # None before backward; after it, each gradient once complete
+            grad = tab.evaluate(f"explorer.grad({order})")
+            return grad if grad is None else np.asarray(grad)
+        tab.keyboard.press("ArrowRight")   # [1] sum applied: tanh's gradient is complete
+        assert (shown(2) is None) if when == "before backward" else np.allclose(shown(2), 1.0)
+        tab.keyboard.press("End")
+        assert tab.evaluate("explorer.step") == 3 and "not shown" in tab.text_content("#panel")
+        assert (shown(4) is None) if when == "before backward" else np.allclose(shown(4), np.ravel(x.grad), rtol=1e-3)
+        assert tab.errors == [] and tab.requests == []
