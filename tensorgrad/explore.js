@@ -24,7 +24,7 @@
     return view;
   }
 
-  // "empty", "partial" (some of the ops that use it have sent theirs) or "complete"
+  // "empty", "partial" (some of the contributions it receives have arrived) or "complete"
   function gradState(order, k) {
     if (order === 1) return k >= 1 && data.seed ? "complete" : "empty";
     const list = arrivals.get(order), arrived = list.filter(a => a.step <= k).length;
@@ -151,7 +151,7 @@
     }
     const list = arrivals.get(edge.order), done = list.filter(a => a.step <= k).length;
     parts.push(el("div", "what", `${input}.grad after this step` +
-                  (list.length > 1 ? ` (${done} of the ${list.length} ops that use it have added theirs)` : "")),
+                  (list.length > 1 ? ` (${done} of the ${list.length} contributions it receives have arrived)` : "")),
                arrayElement(gradView(edge.order, k)));
     return parts;
   }
