@@ -14,6 +14,7 @@ training runs it, with the fused ops. Draws, each as SVG and PNG:
   gpt_collapsed       a 2-layer GPT with each block folded: the whole model on one page
   attention_steps     (with matplotlib) one head's attention on small q, k, v, its numbers
                       shown, in two rows: scores and mask, then softmax and weighted sum
+and block_composed.html: the composed block's backward, step by step, in a browser.
 Every nn.Module call opens a tg.scope with the module's name; the drawing clusters by it.
 """
 import argparse
@@ -29,14 +30,26 @@ import tensorgrad as tg
 
 def graph_of(make_module, x, composed):
     """make_module()(x).sum(), forward and backward, composed or fused; returns the loss (its
-    graph kept for drawing) and the module."""
+    graph kept, for the drawings and the stepper page) and the module."""
     nn.manual_seed(0)
     module = make_module()
     with tg.composed() if composed else contextlib.nullcontext():
         loss = module(x).sum()
     loss.label = "loss"
-    loss.backward()
+    loss.backward(retain_graph=True)
     return loss, module
+
+
+def block():
+    """The block drawn: 8 channels, 2 heads."""
+    return nn.TransformerBlock(dim=8, n_heads=2)
+
+
+def block_input():
+    """x of shape (B, T, C) = (1, 4, 8): one sequence of 4 tokens."""
+    x = tg.randn(1, 4, 8, seed=0, requires_grad=True)
+    x.label = "x"
+    return x
 
 
 def gpt_graph():
@@ -95,13 +108,13 @@ def main():
     args = parser.parse_args()
     out = Path(args.out)
 
-    x = tg.randn(1, 4, 8, seed=0, requires_grad=True)    # (B, T, C)
-    x.label = "x"
-    block = lambda: nn.TransformerBlock(dim=8, n_heads=2)
+    x = block_input()
     graphs = {}
     for composed in (True, False):
         loss, module = graph_of(block, x, composed)
         graphs[composed] = loss, {name: p.grad.copy() for name, p in module.named_parameters()}, x.grad.copy()
+        if composed:   # the page, while x.grad is this graph's
+            page = tg.render_graph(loss, out / "block_composed.html", show_data=False, rankdir="TB")
         x.grad = None
     attention_loss, _ = graph_of(lambda: nn.MultiHeadAttention(dim=8, n_heads=2), x, composed=True)
 
@@ -125,6 +138,8 @@ def main():
     for name, loss, options in pictures:
         for suffix in (".svg", ".png"):
             print(f"wrote {tg.render_graph(loss, out / (name + suffix), **options)}")
+    print(f"wrote {page}: open it in a browser to step through the composed block's backward, "
+          f"{count[True]} steps (keys ← → Home End)")
     steps = attention_steps(out)
     print(f"wrote {steps}" if steps else "(matplotlib is not installed: no attention_steps.png; "
           "`pip install \".[plots]\"` to draw it)")

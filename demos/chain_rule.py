@@ -4,7 +4,8 @@
 
 Builds the expression from 0-d tensors, prints what backward does at each node (the
 chain-rule trace), draws the graph with every value's data and grad and the order backward
-visits the nodes in, and checks each gradient against a finite-difference estimate.
+visits the nodes in, checks each gradient against a finite-difference estimate, and writes
+backprop.html: a page that steps through backward node by node in a browser.
 """
 import argparse
 from pathlib import Path
@@ -28,6 +29,12 @@ def neuron(x1, x2, w1, w2, b):
     return named(n.tanh(), "o")
 
 
+def make_leaves():
+    """The five inputs as float64 leaves, labelled (float64: the finite differences below are
+    accurate to many digits)."""
+    return {name: tg.tensor(v, requires_grad=True, dtype=np.float64, label=name) for name, v in INPUTS.items()}
+
+
 def finite_difference(name, eps=1e-6):
     """do/d(name) ~ (o(name + eps) - o(name - eps)) / 2 eps, the others held fixed."""
     def o_at(shift):
@@ -42,13 +49,12 @@ def main():
     parser.add_argument("--out", default="out/chain_rule", help="folder for the pictures")
     args = parser.parse_args()
 
-    # float64 so that the finite differences below are accurate to many digits
-    leaves = {name: tg.tensor(v, requires_grad=True, dtype=np.float64, label=name) for name, v in INPUTS.items()}
+    leaves = make_leaves()
     o = neuron(**leaves)
     print(f"forward: o = tanh(x1*w1 + x2*w2 + b) = {o.item():.6f}\n")
 
     print("backward, node by node (the numbers match the [n] in the picture):")
-    o.backward(trace=True)
+    o.backward(trace=True, retain_graph=True)   # the graph kept: the page below applies its vjps
 
     print("\ngradients: backward vs finite differences (o(v + eps) - o(v - eps)) / 2 eps")
     worst = 0.0
@@ -65,6 +71,8 @@ def main():
         tg.render_graph(o, picture, order=True)
         print(f"wrote {picture}")
     print("each box: [backward-order number] name | shape dtype | data | grad; ellipses are ops")
+    page = tg.render_graph(o, out / "backprop.html")
+    print(f"wrote {page}: open it in a browser to step through backward (keys ← → Home End)")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 
 Builds z = x @ W, y = softmax(z) and a cross-entropy loss on small matrices, runs backward,
 and checks the gradients three ways: what backward computed, the matmul backward formulas
-applied by hand to z.grad, and finite differences. Then draws the tensor graph.
+applied by hand to z.grad, and finite differences. Then draws the tensor graph, and writes
+backprop.html: a page that steps through backward node by node in a browser.
 """
 import argparse
 from pathlib import Path
@@ -26,6 +27,14 @@ def forward(x, W):
     loss = -picked.sum() / len(TARGETS)
     loss.label = "loss"
     return z, loss
+
+
+def make_inputs():
+    """x: 2 rows of 3 features, W: 3 features -> 4 classes, the same numbers on every run."""
+    rng = np.random.default_rng(0)
+    x = tg.tensor(rng.standard_normal((2, 3)), requires_grad=True, label="x")
+    W = tg.tensor(rng.standard_normal((3, 4)), requires_grad=True, label="W")
+    return x, W
 
 
 def finite_differences(x, W, which, eps=1e-6):
@@ -57,11 +66,9 @@ def main():
     parser.add_argument("--out", default="out/tensor_chain_rule", help="folder for the pictures")
     args = parser.parse_args()
 
-    rng = np.random.default_rng(0)
-    x = tg.tensor(rng.standard_normal((2, 3)), requires_grad=True, label="x")   # 2 rows of 3 features
-    W = tg.tensor(rng.standard_normal((3, 4)), requires_grad=True, label="W")   # 3 features -> 4 classes
+    x, W = make_inputs()
     z, loss = forward(x, W)
-    loss.backward()
+    loss.backward(retain_graph=True)   # the graph kept: the page at the end applies its vjps
     print(f"z = x @ W: {x.shape} @ {W.shape} -> {z.shape};  y = softmax(z);  loss = {loss.item():.6f}")
     print("backward reaches z before x and W, so z.grad = dloss/dz (shaped like z) is known there.")
     print("z[i, j] = sum_k x[i, k] W[k, j], so dz[i, j]/dW[k, j] = x[i, k] and dz[i, j]/dx[i, k] = W[k, j];")
@@ -84,6 +91,8 @@ def main():
         print(f"wrote {picture}")
     print("each box: [backward-order number] name | shape dtype | data | grad; ellipses are ops; "
           "the grey box is a constant (no grad)")
+    page = tg.render_graph(loss, out / "backprop.html")
+    print(f"wrote {page}: open it in a browser to step through backward (keys ← → Home End)")
 
 
 if __name__ == "__main__":

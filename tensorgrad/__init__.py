@@ -7,6 +7,7 @@
 """
 from .autograd import backward_order, composed, detect_anomaly, is_composed, no_grad, scope
 from .draw import draw_graph, render_graph
+from .explore import Explorer, explore
 from .gradcheck import GradcheckError, gradcheck
 from .tensor import Tensor, arange, cat, make_op, maximum, ones, randn, stack, tensor, where, zeros
 
@@ -14,5 +15,5 @@ __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn", "arange", "cat", "stack", "where", "maximum",
     "make_op", "no_grad", "detect_anomaly", "composed", "is_composed", "scope", "backward_order",
     "gradcheck", "GradcheckError",
-    "draw_graph", "render_graph",
+    "draw_graph", "render_graph", "explore", "Explorer",
 ]

@@ -97,12 +97,16 @@ def draw_graph(root, show_data=True, show_grad=True, order=False, collapse=None,
 
 def render_graph(root, path, format=None, **draw_options):
     """Draw root's graph (draw_graph's options) into the file `path` and return its Path.
-    The format (svg, png, jpg, ...) comes from the path's extension unless given."""
+    The format (svg, png, jpg, ...) comes from the path's extension unless given; "html" writes
+    the backprop stepper page (explore.py), made after backward(retain_graph=True)."""
     path = Path(path)
     format = format or path.suffix.lstrip(".").lower()
     if not format:
         raise ValueError(f"render_graph: cannot tell the image format of '{path}': end the path "
-                         "with .svg or .png, or pass format='svg'")
+                         "with .svg, .png or .html, or pass format='svg'")
+    if format == "html":
+        from .explore import explore   # here, not above: explore.py imports this module
+        return explore(root, **draw_options).save(path)
     source = draw_graph(root, **draw_options).source
     path.parent.mkdir(parents=True, exist_ok=True)
     if _find_renderer() is None:

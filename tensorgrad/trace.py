@@ -73,18 +73,34 @@ def _edge(out_name, in_name, node, parent, vjp, contribution, rule):
     head = f"{in_name}.grad += {out_name}.grad"
     local = f"d{out_name}/d{in_name}"
     rule = f"    [{node._op}: {rule}]" if rule else f"    [{node._op}: local derivative from its vjp]"
-    if node.data.size * parent.data.size > JACOBIAN_LIMIT:
+    kind, derivative = local_derivative(vjp, node.data, parent.data)
+    if kind is None:
         return (f"{head} × {local} (a {node.shape} -> {parent.shape} Jacobian, too big to print) "
                 f"= tensor of shape {contribution.shape}, norm {np.linalg.norm(contribution):.4g}{rule}")
-    jacobian = _jacobian(vjp, node.data, parent.data)
-    if node.data.size == 1 and parent.data.size == 1:
-        return (f"{head} × {local} = {_show(node.grad)} × {_show(jacobian[0, 0])} "
-                f"= {_show(contribution)}{rule}")
-    if node.shape == parent.shape and np.count_nonzero(jacobian - np.diag(np.diag(jacobian))) == 0:
+    if kind == "scalar":
+        return f"{head} × {local} = {_show(node.grad)} × {_show(derivative)} = {_show(contribution)}{rule}"
+    if kind == "elementwise":
         return (f"{head} · {local} (elementwise) = {_show(node.grad)} · "
-                f"{_show(np.diag(jacobian).reshape(parent.shape))} = {_show(contribution)}{rule}")
+                f"{_show(derivative)} = {_show(contribution)}{rule}")
     return (f"{head} @ {local} (Jacobian, {node.data.size} × {parent.data.size}) = "
-            f"{_show(node.grad.reshape(-1))} @ {_show(jacobian)} = {_show(contribution)}{rule}")
+            f"{_show(node.grad.reshape(-1))} @ {_show(derivative)} = {_show(contribution)}{rule}")
+
+
+def local_derivative(vjp, out, x):
+    """d out / d x, the local derivative that `vjp` (g -> dL/dx) applies, measured from the
+    vjp itself (so it is what backward computes), as (kind, numbers):
+    ("scalar", a number) when out and x are one number each; ("elementwise", an array
+    shaped like x) when each output depends only on the input at its place (a diagonal
+    Jacobian); ("jacobian", an (out.size, x.size) matrix) otherwise; (None, None) when the
+    Jacobian has more than JACOBIAN_LIMIT entries. The trace and the explorer page show it."""
+    if out.size * x.size > JACOBIAN_LIMIT:
+        return None, None
+    jacobian = _jacobian(vjp, out, x)
+    if out.size == 1 and x.size == 1:
+        return "scalar", jacobian[0, 0]
+    if out.shape == x.shape and np.count_nonzero(jacobian - np.diag(np.diag(jacobian))) == 0:
+        return "elementwise", np.diag(jacobian).reshape(x.shape)
+    return "jacobian", jacobian
 
 
 def _jacobian(vjp, out, x):

@@ -3,9 +3,16 @@
 torch is never imported here: tests that compare against it import it with
 pytest.importorskip, so the suite runs (and those tests skip) without torch.
 """
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import settings
+
+REPO = Path(__file__).resolve().parent.parent
 
 # few examples, no per-example deadline, the same examples on every run (no flaky CI) and no
 # example database left in the checkout: the suite must stay fast and reproducible on 2 cores
@@ -30,3 +37,55 @@ def random_array(shape, seed=0, positive=False, away_from_zero=False, dtype=np.f
 def rand():
     """rand(shape, seed=0, positive=False, away_from_zero=False, dtype=float64) -> ndarray."""
     return random_array
+
+
+def gradients_by_step(root):
+    """What backward has summed into each node's gradient after each of its steps (one step per
+    op node, in backward order): a list over steps 0..n of {order: ndarray or None}, `order`
+    1-based in backward_order(root). Made from the graph's own vjps applied to each node's
+    .grad, so it needs a graph kept by backward(retain_graph=True); what the stepper page must
+    show."""
+    from tensorgrad import autograd, backward_order
+    order = backward_order(root)
+    number = {id(node): n for n, node in enumerate(order, 1)}
+    sums = {n: None for n in number.values()}
+    steps = [dict(sums)]
+    for node in order:
+        if not node._parents:
+            continue
+        if node is root:
+            sums[1] = root.grad
+        for parent, g in zip(node._parents, autograd.input_gradients(node._vjps, node._parents, node.grad)):
+            if g is not None:
+                g = autograd.dense(g, parent.shape, parent.dtype)
+                before = sums[number[id(parent)]]
+                sums[number[id(parent)]] = g if before is None else before + g
+        steps.append(dict(sums))
+    return steps
+
+
+@pytest.fixture(scope="session")
+def backward_steps():
+    """backward_steps(root) -> the gradients after each backward step (gradients_by_step)."""
+    return gradients_by_step
+
+
+@pytest.fixture(scope="session")
+def graph_demo(tmp_path_factory):
+    """graph_demo(name) -> (stdout, out folder) of demos/<name>.py, run once a session as a
+    user runs it, with `--out` a fresh folder and an empty PATH: its pictures come from
+    graphviz-pure beside this Python, as after a plain `pip install` (no Graphviz `dot`).
+    The smoke tests read its output; the browser tests open the pages it wrote."""
+    runs = {}
+
+    def run(name):
+        if name not in runs:
+            out = tmp_path_factory.mktemp(name)
+            env = dict(os.environ, PATH=str(out / "empty"),
+                       PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+            done = subprocess.run([sys.executable, str(REPO / "demos" / f"{name}.py"), "--out", str(out)],
+                                  capture_output=True, text=True, env=env, cwd=out, timeout=120)
+            assert done.returncode == 0, done.stderr
+            runs[name] = done.stdout, out
+        return runs[name]
+    return run

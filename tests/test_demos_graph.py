@@ -1,44 +1,31 @@
-"""Smoke tests: each graph demo runs as a user runs it and writes readable pictures.
-
-The PATH is emptied, so the pictures come from graphviz-pure beside this Python, as after
-a plain `pip install` (no Graphviz `dot`)."""
-import os
+"""Smoke tests: each graph demo runs as a user runs it (the graph_demo fixture: an empty
+PATH, so the pictures come from graphviz-pure beside this Python, as after a plain
+`pip install`) and writes readable pictures and its backprop stepper page (which
+tests/test_explore_browser.py opens in a browser)."""
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("demo, expected", [
     ("chain_rule", ["[1] o = tanh(n)", "do/dx1  backward -1.50000000   finite difference -1.50000000"]),
     ("tensor_chain_rule", ["dloss/dW = x.T @ z.grad", "largest difference between the three ways"]),
 ])
-def test_demo_runs_and_writes_its_pictures(demo, expected, tmp_path):
-    env = dict(os.environ, PATH=str(tmp_path / "empty"),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, str(REPO / "demos" / f"{demo}.py"), "--out", str(tmp_path)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
-    assert done.returncode == 0, done.stderr
+def test_demo_runs_and_writes_its_pictures(demo, expected, graph_demo):
+    stdout, out = graph_demo(demo)
     for line in expected:
-        assert line in done.stdout
-    svg, png = tmp_path / "graph.svg", tmp_path / "graph.png"
-    assert f"wrote {svg}" in done.stdout and f"wrote {png}" in done.stdout
+        assert line in stdout
+    svg, png, page = out / "graph.svg", out / "graph.png", out / "backprop.html"
+    assert f"wrote {svg}" in stdout and f"wrote {png}" in stdout and f"wrote {page}" in stdout
     assert "[1] " in svg.read_text() and png.read_bytes().startswith(b"\x89PNG")
+    assert "window.explorer" in page.read_text(encoding="utf-8")
 
 
-def test_backprop_graph_draws_the_block_composed_and_fused_and_a_whole_gpt_on_a_page(tmp_path):
-    env = dict(os.environ, PATH=str(tmp_path / "empty"),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, str(REPO / "demos" / "backprop_graph.py"), "--out", str(tmp_path)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
-    assert done.returncode == 0, done.stderr
-    counts = re.findall(r"(composed|fused) .*?:\s+(\d+) ops", done.stdout)
+def test_backprop_graph_draws_the_block_composed_and_fused_and_a_whole_gpt_on_a_page(graph_demo):
+    stdout, tmp_path = graph_demo("backprop_graph")
+    counts = re.findall(r"(composed|fused) .*?:\s+(\d+) ops", stdout)
     assert [kind for kind, _ in counts] == ["composed", "fused"] and int(counts[0][1]) > 2 * int(counts[1][1])
-    difference = float(re.search(r"largest difference over x and every parameter (\S+) ", done.stdout).group(1))
+    difference = float(re.search(r"largest difference over x and every parameter (\S+) ", stdout).group(1))
     assert difference < 1e-5
     names = ("attention_composed", "block_composed", "block_fused", "block_collapsed", "gpt_collapsed")
     for name in names:
@@ -58,7 +45,9 @@ def test_backprop_graph_draws_the_block_composed_and_fused_and_a_whole_gpt_on_a_
         import matplotlib  # noqa: F401
         assert steps.read_bytes().startswith(b"\x89PNG")
     except ImportError:
-        assert not steps.exists() and "no attention_steps.png" in done.stdout
+        assert not steps.exists() and "no attention_steps.png" in stdout
     folded = svg["gpt_collapsed"]
     assert "h.0" in folded and "h.1" in folded and re.search(r"\d+ ops", folded)
     assert "scaled_dot_product_attention" not in folded
+    page = tmp_path / "block_composed.html"
+    assert f"wrote {page}" in stdout and ">masked_fill</text>" in page.read_text(encoding="utf-8")
