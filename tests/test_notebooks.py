@@ -35,3 +35,5 @@ def test_a_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch):
     outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
     assert any("image/svg+xml" in output.get("data", {}) for output in outputs)   # the graphs were drawn
     assert any("image/png" in output.get("data", {}) for output in outputs)       # and the heads
+    steppers = [output for output in outputs if "window.explorer" in output.get("data", {}).get("text/html", "")]
+    assert len(steppers) == 2   # the neuron's backward and attention's, to step through inline
