@@ -14,6 +14,7 @@ import time
 import warnings
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 
 # ---- command line and output ---------------------------------------------------------------
@@ -199,17 +200,18 @@ def train_char_model(corpus, steps, block_size, batch_size, n_layer, n_head, n_e
     optimizer = nn.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.1)
     rng = np.random.default_rng(seed)
     started, recent = time.perf_counter(), []
-    for step in range(steps):
-        optimizer.lr = nn.optim.cosine_lr(step, lr, lr / 10, max(1, steps // 20), steps)
-        x, y = data.get_batch(corpus.train, block_size, batch_size, rng)
-        _, loss = model(x, y)
-        optimizer.zero_grad()
-        loss.backward()
-        nn.optim.clip_grad_norm(model.parameters(), 1.0)
-        optimizer.step()
-        recent = (recent + [loss.item()])[-20:]
-        if (step + 1) % max(1, steps // 4) == 0 or step + 1 == steps:
-            print(f"  {label}: step {step + 1}/{steps}, loss {np.mean(recent):.3f} "
-                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+    with threadpool_limits(1):   # matrices this small multiply fastest on one BLAS thread
+        for step in range(steps):
+            optimizer.lr = nn.optim.cosine_lr(step, lr, lr / 10, max(1, steps // 20), steps)
+            x, y = data.get_batch(corpus.train, block_size, batch_size, rng)
+            _, loss = model(x, y)
+            optimizer.zero_grad()
+            loss.backward()
+            nn.optim.clip_grad_norm(model.parameters(), 1.0)
+            optimizer.step()
+            recent = (recent + [loss.item()])[-20:]
+            if (step + 1) % max(1, steps // 4) == 0 or step + 1 == steps:
+                print(f"  {label}: step {step + 1}/{steps}, loss {np.mean(recent):.3f} "
+                      f"({time.perf_counter() - started:.0f} s)", flush=True)
     model.eval()
     return model, float(np.mean(recent))

@@ -247,10 +247,10 @@ def draw(plt, results, out):
         axes[row, 2].set_yticks(range(4), [f"embedding, {a['sense']}", f"embedding, {b['sense']}",
                                            f"attention out, {a['sense']}", f"attention out, {b['sense']}"])
         axes[row, 2].set_xticks([])
-        axes[row, 2].set_title(f"'{a['word']}': the same input, two outputs")
+        axes[row, 2].set_title(f"'{a['word']}': one input, two outputs")
     axes[1, 2].set_xlabel("the vector's components")
     fig.colorbar(image, ax=axes[:, :2], location="bottom", shrink=0.6, label="attention weight")
-    fig.colorbar(shown, ax=axes[:, 2], location="bottom", shrink=0.8, label="component / the row's largest |component|")
+    fig.colorbar(shown, ax=axes[:, 2], location="bottom", shrink=0.8, label="each row over its largest |value|")
     fig.suptitle("The same word, two meanings: the embedding is one row of a table; attention mixes in the neighbours")
     return save_figure(fig, out, NAME)
 
