@@ -88,10 +88,18 @@ def test_the_heads_figure_names_what_a_head_does_from_its_weights():
     assert profile(spread, sentence)["pattern_weight"] is None
 
 
+def context_demo(tmp_path, *flags, without_ko=False):
+    """demos/attention_context.py run as a user runs it, writing to tmp_path; without_ko: as
+    if the ko extra were not installed (find_spec answers None for it)."""
+    hide = ("import importlib.util; find = importlib.util.find_spec\n"
+            "importlib.util.find_spec = lambda name, *a: None if name == 'koreanize_matplotlib' else find(name, *a)\n")
+    run = (f"import runpy, sys; sys.argv = ['demos/attention_context.py', *{list(flags)!r}, '--out', {str(tmp_path)!r}]\n"
+           "sys.path.insert(0, 'demos'); runpy.run_path('demos/attention_context.py', run_name='__main__')\n")
+    return python((hide if without_ko else "") + run, tmp_path)
+
+
 def test_attention_context_reads_each_sense_from_the_same_embedding(tmp_path):
-    done = python(f"import runpy, sys; sys.argv = ['demos/attention_context.py', '--out', {str(tmp_path)!r}]; "
-                  "sys.path.insert(0, 'demos'); runpy.run_path('demos/attention_context.py', run_name='__main__')",
-                  tmp_path)
+    done = context_demo(tmp_path)
     conclusion = done.stdout.split("Conclusion: ")[1]
     assert conclusion.startswith("supported") and "embedding is identical" in conclusion, conclusion
     assert "Glyph" not in done.stderr
@@ -115,12 +123,7 @@ def test_with_the_ko_extra_a_figure_draws_hangul_without_missing_glyphs(tmp_path
 
 def test_without_a_korean_font_a_demo_says_once_what_to_install(tmp_path):
     pytest.importorskip("matplotlib")
-    # find_spec answering None hides the ko extra, as if it were not installed
-    done = python(
-        "import importlib.util, runpy, sys; find = importlib.util.find_spec\n"
-        "importlib.util.find_spec = lambda name, *a: None if name == 'koreanize_matplotlib' else find(name, *a)\n"
-        f"sys.argv = ['demos/attention_context.py', '--quick', '--out', {str(tmp_path)!r}]\n"
-        "sys.path.insert(0, 'demos'); runpy.run_path('demos/attention_context.py', run_name='__main__')\n", tmp_path)
+    done = context_demo(tmp_path, "--quick", without_ko=True)
     assert done.stdout.count('pip install ".[ko]"') == 1
     assert "Glyph" not in done.stderr and (tmp_path / "attention_context.png").exists()
 
