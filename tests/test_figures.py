@@ -52,6 +52,7 @@ def test_a_readme_figure_fits_a_slide(path):
 
 # ---- the demos' figures ---------------------------------------------------------------------
 def test_a_figure_with_text_too_small_for_a_slide_is_refused(tmp_path):
+    pytest.importorskip("matplotlib")
     import _common
     from matplotlib.figure import Figure
     fig = Figure(figsize=_common.SLIDE)
