@@ -96,9 +96,9 @@ def use_korean_font(plt):
     same either way."""
     from matplotlib import font_manager
     package = importlib.util.find_spec("koreanize_matplotlib")
-    if package:
-        font_manager.fontManager.addfont(os.path.join(package.submodule_search_locations[0], "fonts",
-                                                      "NanumGothic.ttf"))
+    font = package and os.path.join(package.submodule_search_locations[0], "fonts", "NanumGothic.ttf")
+    if font and os.path.exists(font):
+        font_manager.fontManager.addfont(font)
     installed = {font.name for font in font_manager.fontManager.ttflist}
     korean = next((name for name in KOREAN_FONTS if name in installed), None)
     if korean:

@@ -93,7 +93,8 @@ def main():
         w = demo["w"]
         shown = np.ma.masked_where(np.triu(np.ones_like(w, bool), k=1), w)   # masked: left blank
         im = axes[0].imshow(shown, cmap="viridis", vmin=0, vmax=1)
-        axes[0].set(xlabel="key position j", ylabel="query position i", title="causal weights w_ij (T = 8)\nblank = masked")
+        axes[0].set(xlabel="key position j", ylabel="query position i",
+                    title="causal weights w_ij (T = 8)\nblank = masked")
         axes[0].set_xticks(range(8))
         sums = axes[0].secondary_yaxis("right")      # each row's sum beside it
         sums.set_yticks(range(8), [f"sum {total:.3f}" for total in w.sum(-1)])

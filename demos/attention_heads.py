@@ -168,7 +168,7 @@ def main():
         fig, axes = plt.subplots(n_layer, n_head, squeeze=False)
         labels = [{" ": "·", "\n": "↵", "\t": "→"}.get(c, c) for c in sentence]
         side = min(0.9 * SLIDE[0] / n_head, (SLIDE[1] - 2) / n_layer)   # a square map's side, inches
-        every = -(-T // int(side * 72 / 7.5))    # every character's label if they fit (7.5 pt apart at 12 pt), else every n-th
+        every = -(-T // int(side * 72 / 7.5))    # each character labelled if 7.5 pt apart fit, else every n-th
         later = np.concatenate([w[2:][np.tril(np.ones((T - 2, T), bool), k=2)] for _, _, w in maps])
         vmax = float(np.percentile(later, 99.5))     # rows 0 and 1 (weights near 1) would wash out the rest
         for (layer, head, w), title in zip(maps, titles):

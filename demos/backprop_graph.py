@@ -11,9 +11,10 @@ training runs it, with the fused ops. Draws, each as SVG and PNG:
   block_composed      the whole block composed: the layer norms and GELU step by step too
   block_fused         the same block with the fused ops, one node each
   block_collapsed     the block with each sub-module (ln1, attn, ln2, ffn) folded into a box
+                      (the PNG, with matplotlib: its two residual steps side by side)
   gpt_collapsed       a 2-layer GPT with each block folded: the whole model on one page
-  attention_steps     (with matplotlib) one head's attention on small q, k, v, its numbers
-                      shown, in two rows: scores and mask, then softmax and weighted sum
+  attention_steps     (with matplotlib) one head's attention on small q, k, v, its forward
+                      numbers shown, in three rows: scores and mask, softmax, weighted sum
 Every nn.Module call opens a tg.scope with the module's name; the drawing clusters by it.
 """
 import argparse
@@ -98,9 +99,10 @@ def block_in_halves(out_dir):
     loss.label = "loss"
     loss.backward()
     h.backward(h_copy.grad)
+    titles = {"1. h = x + attn(ln1(x))": h, "2. h + ffn(ln2(h)), summed": loss}
     halves = [(title, tg.render_graph(root, out_dir / f"block_collapsed_{n}.png", collapse="modules",
                                       show_data=False, rankdir="TB"))
-              for n, (title, root) in enumerate([("1. h = x + attn(ln1(x))", h), ("2. h + ffn(ln2(h)), summed", loss)], 1)]
+              for n, (title, root) in enumerate(titles.items(), 1)]
     return _common.arrange_drawings(halves, out_dir / "block_collapsed.png", side_by_side=True)
 
 

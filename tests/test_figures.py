@@ -94,7 +94,8 @@ def context_demo(tmp_path, *flags, without_ko=False):
     if the ko extra were not installed (find_spec answers None for it)."""
     hide = ("import importlib.util; find = importlib.util.find_spec\n"
             "importlib.util.find_spec = lambda name, *a: None if name == 'koreanize_matplotlib' else find(name, *a)\n")
-    run = (f"import runpy, sys; sys.argv = ['demos/attention_context.py', *{list(flags)!r}, '--out', {str(tmp_path)!r}]\n"
+    argv = ["demos/attention_context.py", *flags, "--out", str(tmp_path)]
+    run = (f"import runpy, sys; sys.argv = {argv!r}\n"
            "sys.path.insert(0, 'demos'); runpy.run_path('demos/attention_context.py', run_name='__main__')\n")
     return python((hide if without_ko else "") + run, tmp_path)
 
