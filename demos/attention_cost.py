@@ -138,7 +138,7 @@ def main():
     png = None
     plt = pyplot()
     if plt:
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        fig, (ax1, ax2) = plt.subplots(1, 2)
         Ts = np.array(lengths, float)
         for index, label, color in [(0, "attention forward", "tab:blue"), (1, "attention backward", "tab:orange")]:
             ys = [results["attention", T][index].min() * 1e3 for T in lengths]
@@ -150,7 +150,7 @@ def main():
         ref = results["attention", lengths[-1]][1].min() * 1e3
         ax1.loglog(Ts, ref * (Ts / Ts[-1]) ** 2, ":", color="black", lw=1, label="slope 2 (reference)")
         ax1.set(xlabel="sequence length T", ylabel="milliseconds (best of repeats)",
-                title=f"time of one forward and backward (exponents fitted on T >= {fit_from[0]})")
+                title=f"time of one forward and backward\n(exponents fitted on T >= {fit_from[0]})")
         ax2.loglog(Ts, [results["attention", T][2] / 2 ** 20 for T in lengths], "o-", color="tab:red",
                    label=f"attention fwd+bwd peak: T^{exponents['attention peak memory']:.2f}")
         ax2.loglog(Ts, [results["projection", T][2] / 2 ** 20 for T in lengths], "s--", color="gray",
@@ -158,13 +158,12 @@ def main():
         ax2.loglog(Ts, 4 * n_heads * Ts ** 2 / 2 ** 20, ":", color="black", lw=1,
                    label=f"one float32 T x T matrix per head ({n_heads} heads)")
         ax2.set(xlabel="sequence length T", ylabel="MiB (tracemalloc peak)",
-                title=f"peak memory of forward + backward (fitted on T >= {fit_from[0]})")
+                title=f"peak memory of forward + backward\n(exponents fitted on T >= {fit_from[0]})")
         for ax in (ax1, ax2):
             ax.set_xticks(lengths, [str(T) for T in lengths])
             ax.minorticks_off()
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
-        fig.tight_layout()
+            ax.legend()
         png = save_figure(fig, args.out, NAME)
     finish([txt, png], started)
 

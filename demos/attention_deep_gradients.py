@@ -103,7 +103,7 @@ def main():
     png = None
     plt = pyplot()
     if plt:
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+        fig, axes = plt.subplots(1, 2)
         colors = ["tab:green", "tab:blue", "tab:orange", "tab:red"]
         for color, (*_, label) in zip(colors, CONFIGS):
             param, act = results[deepest, label]
@@ -116,8 +116,7 @@ def main():
         for ax in axes:
             ax.set_xlabel("layer (1 = nearest the input; the loss is above the last)")
             ax.grid(alpha=0.3, which="major")
-        axes[0].legend(fontsize=8)
-        fig.tight_layout()
+        axes[0].legend()
         png = save_figure(fig, args.out, NAME)
     finish([txt, png], started)
 

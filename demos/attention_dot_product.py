@@ -92,9 +92,9 @@ def main():
     png = None
     plt = pyplot()
     if plt:
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw=dict(width_ratios=[1.5, 1]))
+        fig, (ax1, ax2) = plt.subplots(1, 2, gridspec_kw=dict(width_ratios=[1.5, 1]))
         jitter = rng.uniform(-1.5, 1.5, len(angles))
-        ax1.scatter(angles + jitter, scores, s=3, alpha=0.15, color="tab:blue", label="one (q, k) pair")
+        ax1.scatter(angles + jitter, scores, s=4, alpha=0.15, color="tab:blue", label="one (q, k) pair")
         means = [scores[angles == a].mean() for a in degrees]
         ax1.plot(degrees, means, color="black", lw=2, label="mean q.k")
         ax1.plot(degrees, d * np.cos(np.radians(degrees)), "--", color="tab:red", lw=1.2,
@@ -102,13 +102,12 @@ def main():
         ax1.axhline(0, color="gray", lw=0.5)
         ax1.set(xlabel="angle between q and k (degrees)", ylabel="score q.k", xticks=range(0, 181, 30),
                 title=f"q.k against the angle (d = {d}), r = {r_cos:.2f} with cos")
-        ax1.legend(fontsize=8, loc="upper right")
+        ax1.legend(loc="upper right")
         ax2.bar([str(a) for a in key_degrees], weights, color="tab:orange")
         for i, w in enumerate(weights):
-            ax2.text(i, w, f"{w:.2f}" if w >= 0.01 else f"{w:.0e}", ha="center", va="bottom", fontsize=7)
+            ax2.text(i, w, f"{w:.2f}" if w >= 0.01 else f"{w:.0e}", ha="center", va="bottom", fontsize=12)
         ax2.set(xlabel="angle of the key from the query (degrees)", ylabel="attention weight",
                 title="one query, seven keys: softmax(q.k / sqrt(d))")
-        fig.tight_layout()
         png = save_figure(fig, args.out, NAME)
     finish([txt, png], started)
 

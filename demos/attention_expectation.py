@@ -16,7 +16,7 @@ import numpy as np
 import tensorgrad as tg
 from nn import functional as F
 
-from _common import finish, parse_args, power_law_exponent, pyplot, save_figure, table, write_report
+from _common import SLIDE, finish, parse_args, power_law_exponent, pyplot, save_figure, table, write_report
 
 NAME = "attention_expectation"
 
@@ -89,32 +89,32 @@ def main():
     png = None
     plt = pyplot()
     if plt:
-        fig, axes = plt.subplots(1, 3, figsize=(13.5, 4), gridspec_kw=dict(width_ratios=[1.1, 1, 1]))
+        fig, axes = plt.subplots(1, 3, figsize=(SLIDE[0], 6.2))
         w = demo["w"]
         shown = np.ma.masked_where(np.triu(np.ones_like(w, bool), k=1), w)   # masked: left blank
         im = axes[0].imshow(shown, cmap="viridis", vmin=0, vmax=1)
-        for r_, total in enumerate(w.sum(-1)):
-            axes[0].text(7.7, r_, f"sum {total:.3f}", va="center", fontsize=8, clip_on=False)
         axes[0].set(xlabel="key position j", ylabel="query position i",
-                    title="causal weights w_ij (T = 8), blank = masked")
+                    title="causal weights w_ij (T = 8)\nblank = masked")
         axes[0].set_xticks(range(8))
-        fig.colorbar(im, ax=axes[0], fraction=0.04, pad=0.2)
+        sums = axes[0].secondary_yaxis("right")      # each row's sum beside it
+        sums.set_yticks(range(8), [f"sum {total:.3f}" for total in w.sum(-1)])
+        sums.tick_params(length=0)
+        fig.colorbar(im, ax=axes[0], location="bottom", shrink=0.8, label="weight w_ij")
         v, out = demo["v"], demo["out"]
         axes[1].scatter(v[:, 0], v[:, 1], s=2000 * w[i] + 10, color="tab:orange", alpha=0.6,
                         edgecolor="black", label="values v_j (area ~ w_7j)")
         for j in range(8):
-            axes[1].annotate(f"{w[i, j]:.2f}", v[j], textcoords="offset points", xytext=(8, 6), fontsize=8)
+            axes[1].annotate(f"{w[i, j]:.2f}", v[j], textcoords="offset points", xytext=(8, 6), fontsize=12)
         loop = explicit_weighted_sum(w[i:i + 1], v)[0]
         axes[1].scatter(*out[i], marker="*", s=300, color="tab:blue", zorder=3, label="attention output (query 7)")
         axes[1].scatter(*loop, marker="x", s=120, color="red", zorder=4, label="explicit  sum_j w_7j v_j")
-        axes[1].set(xlabel="v[0]", ylabel="v[1]", title="the output is the weighted average of the values")
-        axes[1].legend(fontsize=8, loc="best")
+        axes[1].set(xlabel="v[0]", ylabel="v[1]", title="the output is the\nweighted average of the values")
+        axes[1].legend(loc="upper center", bbox_to_anchor=(0.5, -0.12))
         axes[2].loglog(ns, errors, "o-", label="measured")
         axes[2].loglog(ns, errors[0] * (np.array(ns) / ns[0]) ** -0.5, "--", color="gray", label="n^-1/2")
-        axes[2].set(xlabel="number of positions drawn from w_7", ylabel="|sample mean of v_j - output|",
-                    title=f"Monte Carlo: error ~ n^{slope:.2f}")
-        axes[2].legend(fontsize=8)
-        fig.tight_layout()
+        axes[2].set(xlabel="positions drawn from w_7", ylabel="|mean of the drawn v_j - output|",
+                    title=f"Monte Carlo\nerror ~ n^{slope:.2f}")
+        axes[2].legend()
         png = save_figure(fig, args.out, NAME)
     finish([txt, png], started)
 

@@ -22,11 +22,12 @@ import nn
 import tensorgrad as tg
 from nn import data
 
-from _common import (finish, local_text, parse_args, pyplot, save_figure, table, train_char_model,
+from _common import (HANGUL, SLIDE, finish, local_text, parse_args, pyplot, save_figure, table, train_char_model,
                      write_report)
 
 NAME = "attention_heads"
-SENTENCE = "Return the sum of a and b, or of all the items."
+SENTENCE = "Return the sum of a and b."   # short enough to label every character on a slide
+ROLE = 0.5   # a head "does" something when over half its weight, on average, goes there
 
 
 def add_arguments(parser):
@@ -47,25 +48,40 @@ def attention_maps(model, ids):
 
 
 def profile(w, sentence):
-    """What a head does on this input (rows 1.. only: row 0 can only look at itself): its
-    mean look-back distance, its entropy (nats), how its weight splits between the character
-    itself, the previous one, 2-3 back and further back, and its weight on spaces against
-    the share of spaces it could see (a head that ignored them would get that share)."""
+    """What a head does on this input (rows 2.. only: row 0 can only look at itself, and for
+    row 1 the first character is also the previous one): its mean look-back distance, its
+    entropy (nats), how its weight splits between the character itself, the previous one,
+    2-3 back and further back, its weight on the first character, and its weight on spaces
+    against the share of spaces it could see (a head that ignored them would get that share).
+    Its pattern names what it does when the numbers show it (role), else how far it looks."""
     T = len(w)
-    rows, i, j = w[1:], np.arange(1, T)[:, None], np.arange(T)[None]
+    rows, i, j = w[2:], np.arange(2, T)[:, None], np.arange(T)[None]
     back = i - j                                                   # how far back each key is
     space = np.array([c == " " for c in sentence])
     stats = dict(distance=(rows * back).sum(1).mean(),
                  entropy=-(rows * np.log(np.where(rows > 0, rows, 1))).sum(1).mean(),
                  self=rows[back == 0].mean(), prev=rows[back == 1].mean(),
                  near=(rows * ((back >= 2) & (back <= 3))).sum(1).mean(), far=(rows * (back > 3)).sum(1).mean(),
-                 spaces=(rows * space).sum(1).mean(),
-                 space_share=np.mean([space[:t + 1].mean() for t in range(1, T)]))
-    reach = "local (<= 3 back)" if stats["far"] < 0.4 else "long range (> 3 back)"
-    likes = stats["spaces"] / max(stats["space_share"], 1e-9)
-    taste = ", favours spaces" if likes > 1.4 else ", avoids spaces" if likes < 0.7 else ""
-    stats["pattern"] = reach + taste
+                 first=rows[:, 0].mean(), spaces=(rows * space).sum(1).mean(),
+                 space_share=np.mean([space[:t + 1].mean() for t in range(2, T)]))
+    stats["pattern"], stats["pattern_weight"] = role(stats)
     return stats
+
+
+def role(stats):
+    """(pattern, the weight that shows it) of a head, decided from its weights: the previous
+    character, the first character, the character itself or the spaces when it puts over
+    ROLE of its weight there; otherwise (how far back it looks, "near" when under 0.4 of its
+    weight goes further than 3 back, else "far", and whether it seeks or avoids spaces
+    against their share; None)."""
+    likes = stats["spaces"] / max(stats["space_share"], 1e-9)
+    for key, name in (("prev", "previous character"), ("first", "first character"), ("self", "itself")):
+        if stats[key] > ROLE:
+            return name, stats[key]
+    if stats["spaces"] > ROLE and likes > 1.4:
+        return "spaces", stats["spaces"]
+    reach = "near" if stats["far"] < 0.4 else "far"
+    return reach + (", seeks spaces" if likes > 1.4 else ", avoids spaces" if likes < 0.7 else ""), None
 
 
 def mean_js(maps):
@@ -117,18 +133,22 @@ def main():
     untrained.eval()
     js_trained, js_untrained = mean_js(maps), mean_js(attention_maps(untrained, ids))
 
-    rows, patterns = [], []
+    rows, patterns, titles = [], [], []
     for layer, head, w in maps:
         p = profile(w, sentence)
         patterns.append(p["pattern"])
+        shown = p["pattern_weight"]
+        titles.append(f"layer {layer}, head {head}\n{p['pattern']}" + (f" ({shown:.2f})" if shown is not None else ""))
         rows.append([layer, head, f"{p['distance']:.1f}", f"{p['entropy']:.2f}", f"{p['self']:.2f}",
-                     f"{p['prev']:.2f}", f"{p['near']:.2f}", f"{p['far']:.2f}",
+                     f"{p['prev']:.2f}", f"{p['near']:.2f}", f"{p['far']:.2f}", f"{p['first']:.2f}",
                      f"{p['spaces']:.2f} ({p['space_share']:.2f})", p["pattern"]])
     text = table(["layer", "head", "mean distance", "entropy", "itself", "previous", "2-3 back", "further",
-                  "on spaces (share)", "pattern"], rows)
+                  "first", "on spaces (share)", "pattern"], rows)
     text += (f"\n\ninput: {sentence!r} ({len(ids)} characters)\nmodel: {source}"
-             f"\nitself ... further: mean weight a character puts there; on spaces: weight on space characters "
-             f"(the share of spaces it can see)"
+             f"\nitself ... first: mean weight a character (the third onwards) puts there; on spaces: weight on "
+             f"space characters (the share of spaces it can see)\npattern: what a head does where over {ROLE} of its "
+             f"weight goes to one place (previous character, first character, itself, spaces), else how far it looks"
+             f" (near: under 0.4 of its weight further than 3 back; far: more) and whether it seeks or avoids spaces"
              f"\nmean Jensen-Shannon divergence between the maps of two heads: trained {js_trained:.3f}, the same "
              f"model untrained {js_untrained:.3f}\n(0 = identical maps, ln 2 = 0.693 = disjoint; untrained, every "
              f"head is a near-uniform average of what it can see)")
@@ -141,25 +161,29 @@ def main():
     txt = write_report(args.out, NAME, "Claim 5: attention heads attend to different things", text, conclusion)
 
     png = None
-    plt = pyplot()
+    plt = pyplot(hangul=bool(HANGUL.search(sentence)))
     if plt:
         n_layer, n_head = config["n_layer"], config["n_head"]
         T = len(ids)
-        fig, axes = plt.subplots(n_layer, n_head, figsize=(3.9 * n_head, 4.2 * n_layer), squeeze=False,
-                                 constrained_layout=True)
+        fig, axes = plt.subplots(n_layer, n_head, squeeze=False)
         labels = [{" ": "·", "\n": "↵", "\t": "→"}.get(c, c) for c in sentence]
+        side = min(0.9 * SLIDE[0] / n_head, (SLIDE[1] - 2) / n_layer)   # a square map's side, inches
+        every = -(-T // int(side * 72 / 7.5))    # each character labelled if 7.5 pt apart fit, else every n-th
         later = np.concatenate([w[2:][np.tril(np.ones((T - 2, T), bool), k=2)] for _, _, w in maps])
         vmax = float(np.percentile(later, 99.5))     # rows 0 and 1 (weights near 1) would wash out the rest
-        for (layer, head, w), pattern in zip(maps, patterns):
+        for (layer, head, w), title in zip(maps, titles):
             ax = axes[layer, head]
-            ax.imshow(np.ma.masked_where(np.triu(np.ones((T, T), bool), k=1), w), cmap="Blues", vmin=0, vmax=vmax)
-            ax.set_title(f"layer {layer}, head {head}: {pattern}", fontsize=8)
-            ax.set_xticks(range(T), labels if layer == n_layer - 1 else [], fontsize=6, family="monospace")
-            ax.set_yticks(range(T), labels if head == 0 else [], fontsize=6, family="monospace")
-            ax.tick_params(length=0, pad=1)
-        fig.suptitle(f"Attention of every head for {sentence!r} (row: the character that looks, column: where it "
-                     f"looks; spaces shown as ·)\nmean JS divergence between heads {js_trained:.2f} "
-                     f"(untrained {js_untrained:.3f}); {source}", fontsize=9)
+            image = ax.imshow(np.ma.masked_where(np.triu(np.ones((T, T), bool), k=1), w), cmap="Blues", vmin=0,
+                              vmax=vmax)
+            ax.set_title(title, fontsize=13)
+            ax.set_xticks(range(0, T, every), labels[::every] if layer == n_layer - 1 else [], family="monospace")
+            ax.set_yticks([])
+            ax.tick_params(length=0, pad=2)
+        fig.supylabel("row: the character that looks")
+        fig.supxlabel("column: the character it looks at")
+        fig.colorbar(image, ax=axes, shrink=0.8, label=f"attention weight (colour capped at {vmax:.2f})")
+        fig.suptitle(f"Every head's attention for {sentence!r}: row i looks at column j <= i (spaces shown as ·)\n"
+                     f"mean JS divergence between heads {js_trained:.2f} (untrained {js_untrained:.3f})\n{source}")
         png = save_figure(fig, args.out, NAME)
     finish([txt, png], started)
 

@@ -105,22 +105,21 @@ def main():
     png = None
     plt = pyplot()
     if plt:
-        fig, ax = plt.subplots(figsize=(9, 4.2))
+        fig, ax = plt.subplots()
         ax.axvspan(-0.5, L - 0.5, color="0.92", label=f"trained lengths (positions 0-{L - 1})")
         for pos, curve in curves.items():
             name = {"sinusoidal": f"sinusoidal ({4 * L}-row table, first {L} trained)",
                     "none": "no positional encoding", "learned": f"learned ({L}-row table)"}[pos]
             ax.plot(np.arange(len(curve)), curve, color=COLORS[pos], lw=1.6, label=name)
         ax.annotate(f"learned: no row for position {L},\nthe model cannot run past it",
-                    xy=(L - 1, curves["learned"][-1]), xytext=(0.3, 0.06), textcoords="axes fraction", fontsize=8,
+                    xy=(L - 1, curves["learned"][-1]), xytext=(0.3, 0.06), textcoords="axes fraction",
                     color=COLORS["learned"], arrowprops=dict(arrowstyle="->", color=COLORS["learned"]))
         for k in (2, 3):
             ax.axvline(k * L - 0.5, color="0.8", lw=0.8, ls=":")
         ax.set(xlabel="position in the window (= characters of context - 1)", ylabel="next-token loss (nats)",
                title=f"Trained on {L} characters, evaluated on {4 * L}: loss at each position",
                xlim=(-0.5, 4 * L - 0.5))
-        ax.legend(fontsize=8, loc="lower right")
-        fig.tight_layout()
+        ax.legend(loc="lower right")
         png = save_figure(fig, args.out, NAME)
     finish([txt, png], started)
 

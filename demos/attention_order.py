@@ -17,7 +17,7 @@ import numpy as np
 
 import nn
 
-from _common import finish, parse_args, pyplot, save_figure, table, write_report
+from _common import SLIDE, finish, parse_args, pyplot, save_figure, table, write_report
 
 NAME = "attention_order"
 WORDS = ["I", "see", "you"]
@@ -101,23 +101,23 @@ def main():
     png = None
     plt = pyplot()
     if plt:
-        fig, axes = plt.subplots(1, 4, figsize=(14, 3.8))
+        fig, axes = plt.subplots(1, 4, figsize=(SLIDE[0], 5.6))
         vmax = max(d.max() for d in distances.values())
         for ax, (label, d) in zip(axes, distances.items()):
             im = ax.imshow(d, cmap="magma_r", vmin=0, vmax=vmax)
             for i in range(3):
                 for j in range(3):
                     ax.text(j, i, f"{d[i, j]:.2f}" if d[i, j] >= 0.005 else "0", ha="center", va="center",
-                            fontsize=10, color="white" if d[i, j] > vmax / 2 else "black",
+                            fontsize=14, color="white" if d[i, j] > vmax / 2 else "black",
                             fontweight="bold" if i == j else "normal")
             ax.set_xticks(range(3), WORDS)
             ax.set_yticks(range(3), WORDS)
-            ax.set(xlabel="word's vector in 'you see I'", title=label + ("\n(same words: identical)" if np.diag(d).max() < 1e-10 else
-                                  "\n(same words: different)"))
-        axes[0].set_ylabel("word's vector in 'I see you'")
-        fig.colorbar(im, ax=axes, fraction=0.015, pad=0.01, label="distance / mean |h|")
-        fig.suptitle("Output vectors of the same words in 'I see you' and 'you see I' (diagonal: same word)",
-                     y=1.02)
+            same = "identical" if np.diag(d).max() < 1e-10 else "different"
+            ax.set_title(f"{label}\n(same words: {same})")
+        fig.supxlabel("word's vector in 'you see I'")
+        fig.supylabel("word's vector in 'I see you'")
+        fig.colorbar(im, ax=axes, fraction=0.015, pad=0.02, shrink=0.8, label="distance / mean |h|")
+        fig.suptitle("Output vectors of the same words in 'I see you' and 'you see I' (diagonal: same word)")
         png = save_figure(fig, args.out, NAME)
     finish([txt, png], started)
 

@@ -101,7 +101,7 @@ def main():
     png = None
     plt = pyplot()
     if plt:
-        fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+        fig, axes = plt.subplots(1, 3)
         style = {False: dict(color="tab:red", marker="o", label="unscaled  q.k"),
                  True: dict(color="tab:blue", marker="s", label="scaled  q.k / sqrt(d_k)")}
         for scaled in (False, True):
@@ -115,18 +115,18 @@ def main():
         axes[2].plot(dims, [results[d, False]["gq"].mean() for d in dims], color="tab:red", alpha=0.35,
                      lw=1, ls="--", label="unscaled: MEAN |dL/dq| (a few near-tie rows)")
         axes[0].plot(dims, dims, "--", color="gray", lw=1, label="d_k")
-        axes[0].set(xscale="log", yscale="log", title="variance of the scores", ylabel="var(score)")
+        axes[0].set(xscale="log", yscale="log", title="variance of the scores\n", ylabel="var(score)")
         axes[1].axhline(1 / T, color="gray", lw=0.8, ls="--", label=f"uniform 1/T = {1 / T:.3f}")
-        axes[1].set(xscale="log", ylim=(0, 1.05), title="largest attention weight (mean over rows)",
+        axes[1].set(xscale="log", ylim=(0, 1.05), title="largest attention weight\n(mean over rows)",
                     ylabel="max weight")
-        axes[2].set(xscale="log", yscale="log", title="gradient reaching q (solid) and k (dotted)",
+        axes[2].set(xscale="log", yscale="log", title="gradient reaching q (solid)\nand k (dotted)",
                     ylabel="median |dL/dq_i|, |dL/dk_j|")
         for ax in axes:
             ax.set_xlabel("d_k")
-            ax.set_xticks(dims, [str(d) for d in dims], fontsize=7)
+            ax.set_xticks(dims[::2], [str(d) for d in dims[::2]])
             ax.minorticks_off()
-            ax.legend(fontsize=7)
-        fig.tight_layout()
+        handles = {label: handle for ax in axes for handle, label in zip(*ax.get_legend_handles_labels())}
+        fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncols=3)
         png = save_figure(fig, args.out, NAME)
     finish([txt, png], started)
 

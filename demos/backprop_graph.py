@@ -11,9 +11,10 @@ training runs it, with the fused ops. Draws, each as SVG and PNG:
   block_composed      the whole block composed: the layer norms and GELU step by step too
   block_fused         the same block with the fused ops, one node each
   block_collapsed     the block with each sub-module (ln1, attn, ln2, ffn) folded into a box
+                      (the PNG, with matplotlib: its two residual steps side by side)
   gpt_collapsed       a 2-layer GPT with each block folded: the whole model on one page
-  attention_steps     (with matplotlib) one head's attention on small q, k, v, its numbers
-                      shown, in two rows: scores and mask, then softmax and weighted sum
+  attention_steps     (with matplotlib) one head's attention on small q, k, v, its forward
+                      numbers shown, in three rows: scores and mask, softmax, weighted sum
 and block_composed.html: the composed block's backward, step by step, in a browser.
 Every nn.Module call opens a tg.scope with the module's name; the drawing clusters by it.
 """
@@ -63,43 +64,59 @@ def gpt_graph():
 
 
 def attention_steps(out_dir):
-    """softmax(q kᵀ/√d + mask) v on one head of 3 positions, composed, drawn in two rows (a
-    slide's shape): 1. scores and the causal mask; 2. softmax and the weighted sum, the first
-    steps folded into boxes. Returns the PNG's path, or None without matplotlib."""
+    """softmax(q kᵀ/√d + mask) v on one head of 3 positions, composed, its numbers shown, in
+    three rows (a slide's shape): 1. scores and the causal mask; 2. softmax; 3. the weighted
+    sum, the steps before each row folded into boxes. Forward only: with the gradients too the
+    boxes are twice as tall, and the picture too small to read on a slide. Returns the PNG's
+    path, or None without matplotlib."""
     q, k, v = (tg.randn(1, 3, 2, seed=seed, requires_grad=True) for seed in range(3))
     q.label, k.label, v.label = "q", "k", "v"
     with tg.composed():
         out = nn.functional.scaled_dot_product_attention(q, k, v)
     out.label = "out"
-    out.backward(np.ones(out.shape, out.dtype))
     masked = next(t for t in tg.backward_order(out) if t.op == "masked_fill")
     masked.label = "masked scores"
-    rows = [("1. scores = q kᵀ / √d, then the causal mask: -inf where a query would see a later key",
-             tg.render_graph(masked, out_dir / "attention_steps_1.png")),
-            ("2. softmax of each row (exp, sum, divide; the row max subtracted first), then the "
-             "values weighted by it", tg.render_graph(out, out_dir / "attention_steps_2.png",
-                                                      collapse=["scores", "mask"]))]
-    plt = _common.pyplot()
-    if plt is None:
-        return None
-    images = [plt.imread(path) for _, path in rows]
-    width = max(image.shape[1] for image in images)
-    heights = [image.shape[0] for image in images]
-    dpi = 100
-    figure, axes = plt.subplots(2, 1, figsize=(width / dpi, (sum(heights) + 160) / dpi), dpi=dpi,
-                                gridspec_kw={"height_ratios": heights})
-    for axis, (title, _), image in zip(axes, rows, images):
-        axis.imshow(image)
-        axis.set_title(title, loc="left", fontsize=18)
-        axis.set_xlim(0, width)
-        axis.axis("off")
-    figure.tight_layout()
-    path = out_dir / "attention_steps.png"
-    figure.savefig(path, facecolor="white")
-    plt.close(figure)
-    from PIL import Image   # matplotlib's own dependency: a 64-colour palette keeps the PNG small
-    Image.open(path).convert("RGB").quantize(colors=64).save(path, optimize=True)
-    return path
+    weights = next(t for t in tg.backward_order(out) if t.label == "weights")
+    steps = [("1. scores = q kᵀ / √d, then the causal mask: -inf where a query would see a later key",
+              masked, None),
+             ("2. softmax of each row: exp, sum, divide (the row max subtracted first)", weights,
+              ["scores", "mask"]),
+             ("3. the values weighted by it", out, ["scores", "mask", "softmax"])]
+    rows = [(title, tg.render_graph(last, out_dir / f"attention_steps_{n}.png", show_grad=False, collapse=folded))
+            for n, (title, last, folded) in enumerate(steps, 1)]
+    return _common.arrange_drawings(rows, out_dir / "attention_steps.png")
+
+
+def block_in_halves(out_dir):
+    """block_collapsed on a slide: one row is too long, so the block's two residual steps,
+    h = x + attn(ln1(x)) and h + ffn(ln2(h)) (TransformerBlock.forward's two lines, each module
+    in a scope of its name as inside the block), top to bottom, side by side. The second
+    starts from a copy of h, a leaf where its drawing begins; backward runs through both, the
+    first from the copy's gradient. Returns the PNG's path, or None without matplotlib."""
+    nn.manual_seed(0)
+    block = nn.TransformerBlock(dim=8, n_heads=2)   # the same weights and input as main()'s block
+    x = tg.randn(1, 4, 8, seed=0, requires_grad=True)
+    x.label = "x"
+
+    def residual(x, norm, layer):    # x + layer(norm(x))
+        with tg.scope(norm):
+            normed = getattr(block, norm)(x)
+        with tg.scope(layer):
+            change = getattr(block, layer)(normed)
+        return x + change
+
+    h = residual(x, "ln1", "attn")
+    h_copy = tg.Tensor(h.data, requires_grad=True)
+    h.label = h_copy.label = "h"
+    loss = residual(h_copy, "ln2", "ffn").sum()
+    loss.label = "loss"
+    loss.backward()
+    h.backward(h_copy.grad)
+    titles = {"1. h = x + attn(ln1(x))": h, "2. h + ffn(ln2(h)), summed": loss}
+    halves = [(title, tg.render_graph(root, out_dir / f"block_collapsed_{n}.png", collapse="modules",
+                                      show_data=False, rankdir="TB"))
+              for n, (title, root) in enumerate(titles.items(), 1)]
+    return _common.arrange_drawings(halves, out_dir / "block_collapsed.png", side_by_side=True)
 
 
 def main():
@@ -138,6 +155,8 @@ def main():
     for name, loss, options in pictures:
         for suffix in (".svg", ".png"):
             print(f"wrote {tg.render_graph(loss, out / (name + suffix), **options)}")
+    halves = block_in_halves(out)   # block_collapsed.png again, in two halves: one row is too long for a slide
+    print(f"wrote {halves}" if halves else "(matplotlib is not installed: block_collapsed.png is one long row)")
     print(f"wrote {page}: open it in a browser to step through the composed block's backward, "
           f"{count[True]} steps (keys ← → Home End)")
     steps = attention_steps(out)

@@ -12,19 +12,26 @@ from pathlib import Path
 
 import numpy as np
 
+import _common
 import tensorgrad as tg
 
 TARGETS = np.array([1, 3])   # the right class of each of the two rows
+SCOPES = ("log softmax(x @ W)", "cross-entropy")
 
 
 def forward(x, W):
-    """loss = mean over rows of -log softmax(x @ W)[row, target]; returns (z, loss)."""
-    z = x @ W
-    z.label = "z = x @ W"
-    y = z.softmax(axis=-1)
-    y.label = "y = softmax(z)"
-    picked = y.log() * tg.tensor(np.eye(4)[TARGETS], dtype=np.float64, label="one-hot targets")
-    loss = -picked.sum() / len(TARGETS)
+    """loss = mean over rows of -log softmax(x @ W)[row, target]; returns (z, loss). Its two
+    halves in scopes (SCOPES): the picture draws each in its own row, the other folded."""
+    with tg.scope(SCOPES[0]):
+        z = x @ W
+        z.label = "z = x @ W"
+        y = z.softmax(axis=-1)
+        y.label = "y = softmax(z)"
+        log_y = y.log()
+        log_y.label = "log y"
+    with tg.scope(SCOPES[1]):
+        picked = log_y * tg.tensor(np.eye(4)[TARGETS], dtype=np.float64, label="one-hot targets")
+        loss = -picked.sum() / len(TARGETS)
     loss.label = "loss"
     return z, loss
 
@@ -86,9 +93,15 @@ def main():
         raise SystemExit("the three ways disagree")
 
     out = Path(args.out)
-    for picture in (out / "graph.svg", out / "graph.png"):
-        tg.render_graph(loss, picture, order=True)
-        print(f"wrote {picture}")
+    print(f"wrote {tg.render_graph(loss, out / 'graph.svg', order=True)}")
+    # one row is too long for a slide: graph.png draws each half in a row, the other half folded
+    # (without matplotlib, the graph in one row)
+    titles = ["1. z = x @ W, y = softmax(z), log y (the cross-entropy folded into a box)",
+              "2. the cross-entropy: loss = -mean of log y at the targets (the first steps folded)"]
+    rows = [(title, tg.render_graph(loss, out / f"graph_{n}.png", order=True, collapse=[SCOPES[2 - n]]))
+            for n, title in enumerate(titles, 1)]
+    png = _common.arrange_drawings(rows, out / "graph.png") or tg.render_graph(loss, out / "graph.png", order=True)
+    print(f"wrote {png}")
     print("each box: [backward-order number] name | shape dtype | data | grad; ellipses are ops; "
           "the grey box is a constant (no grad)")
     page = tg.render_graph(loss, out / "backprop.html")

@@ -13,6 +13,7 @@ Node names are v<n> for the value and op<n> for the op of the n-th node in backw
 (c<k> for constants, box<k> for folded scopes), so the same graph gives the same source.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,17 @@ SMALL, ROWS = 16, 4   # a tensor of up to 16 numbers in up to 4 rows shows them;
 NOT_YET = "grad: not computed yet"   # before backward: say so rather than show zeros
 NO_RENDERER = ("no Graphviz renderer found: neither `dot` (Graphviz) nor `graphviz-pure` is on the "
                "PATH; install one with `pip install graphviz-pure` (or Graphviz: apt/brew/graphviz.org)")
+# Arial: SVG viewers without it substitute a font of the same widths, so no label overflows.
+# Arial has no Hangul, so a graph with Hangul in a label or a scope's name names a list: Arial,
+# then fonts that have Hangul; a browser showing the SVG (and Graphviz's dot, through Pango)
+# takes each glyph from the first font in the list that has it. Only such a graph: graphviz-pure
+# knows the widths of Arial alone and measures a list with Times's, narrower: labels in Latin
+# letters would overflow their boxes. (graphviz-pure's PNGs have no Hangul glyphs at all.)
+FONT = "Arial"
+HANGUL_FONTS = "Arial, NanumGothic, Noto Sans CJK KR, Malgun Gothic, Apple SD Gothic Neo, sans-serif"
+HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")   # jamo, compatibility jamo, syllables
+# sizes in points: a drawing of a few ops, put on a 16:9 slide, still reads at 1920 px wide
+FONTSIZE = {"graph": "18", "node": "16", "constant": "13"}
 COLOURS = {"leaf": "#dbeafe", "root": "#dcfce7", "value": "white", "op": "#fef3c7",
            "constant": "#f1f1f1", "box": "#ede9fe", "cluster": ("#f7f8fa", "#eceff4")}
 
@@ -73,17 +85,18 @@ def draw_graph(root, show_data=True, show_grad=True, order=False, collapse=None,
                     "penwidth": "1.5"}
         if kind == "constant":
             return {"label": _record(_constant_fields(what, show_data), rankdir), "shape": "record",
-                    "fillcolor": COLOURS["constant"], "fontsize": "8", "color": "#999999",
+                    "fillcolor": COLOURS["constant"], "fontsize": FONTSIZE["constant"], "color": "#999999",
                     "width": "0", "height": "0", "margin": "0.05,0.02"}
         title = f"[{number[id(what)]}] {trace_name(what, number[id(what)])}" if order else what.label
         role = "root" if what is root else "value" if what._op else "leaf"
         return {"label": _record(_value_fields(what, title, show_data, show_grad), rankdir),
                 "shape": "record", "fillcolor": COLOURS[role]}
 
-    # Arial: SVG viewers without it substitute a font of the same widths, so no label overflows
+    text = " ".join(f"{t.label or ''} {' '.join(t._scope)}" for node in nodes for t in (node, *node._parents))
+    font = HANGUL_FONTS if HANGUL.search(text) else FONT
     graph = GraphDrawing(graph_attr={"rankdir": rankdir, "nodesep": "0.2", "ranksep": "0.3",
-                                     "fontname": "Arial", "fontsize": "11"},
-                         node_attr={"fontname": "Arial", "fontsize": "10", "style": "filled"},
+                                     "fontname": font, "fontsize": FONTSIZE["graph"]},
+                         node_attr={"fontname": font, "fontsize": FONTSIZE["node"], "style": "filled"},
                          edge_attr={"arrowsize": "0.6", "color": "#555555"})
     members = {}   # cluster path -> [(node name, attributes)]
     for node_name, (path, kind, what) in drawn.items():

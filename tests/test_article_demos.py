@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMOS = ["attention_dot_product", "attention_scaling", "attention_expectation", "attention_order",
-         "attention_heads", "attention_deep_gradients", "attention_cost", "attention_length"]
+         "attention_heads", "attention_deep_gradients", "attention_cost", "attention_length", "attention_context"]
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 

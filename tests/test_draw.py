@@ -97,7 +97,7 @@ def test_constants_are_small_grey_nodes_without_numbers_or_grad():
     y = (x * 2.0).masked_fill(np.array([True, False]), 0.0).sum()
     source = tg.draw_graph(y, order=True).source
     constant = node_line(source, "c1")
-    assert 'label=2 ' in constant and "fontsize=8" in constant and "#f1f1f1" in constant
+    assert 'label=2 ' in constant and "fontsize=13" in constant and "#f1f1f1" in constant
     assert "c1 -> op" in source and "c2" not in source   # the mask is not a tensor input
 
 
