@@ -7,10 +7,12 @@ is, how much it puts on the character itself, the one before, the first one) and
 measure how far apart the heads' maps are (Jensen-Shannon divergence, averaged over rows
 and pairs of heads), next to the same model before training.
 
-    python demos/attention_heads.py [--checkpoint out/chargpt.npz] [--text "..."] [--out DIR] [--quick]
+    python demos/attention_heads.py [--checkpoint out/chargpt.safetensors] [--text "..."] [--out DIR] [--quick]
 
-With --checkpoint it reads a model written by demos/train_chargpt.py; without one it trains
-a small model on the spot on the docstrings of Python's standard library (under a minute).
+With --checkpoint it reads a model written by demos/train_chargpt.py, or a Hugging Face GPT-2
+folder (demos/export_gpt2.py's, or GPT-2's own weights: its tokens are then subwords, and
+"spaces" are the tokens that start with one); without one it trains a small model on the
+spot on the docstrings of Python's standard library (under a minute).
 """
 import itertools
 import sys
@@ -22,7 +24,7 @@ import nn
 import tensorgrad as tg
 from nn import data
 
-from _common import (finish, local_text, parse_args, pyplot, save_figure, table, train_char_model,
+from _common import (finish, load_model, local_text, parse_args, pyplot, save_figure, table, train_char_model,
                      write_report)
 
 NAME = "attention_heads"
@@ -30,7 +32,7 @@ SENTENCE = "Return the sum of a and b, or of all the items."
 
 
 def add_arguments(parser):
-    parser.add_argument("--checkpoint", help="a checkpoint written by demos/train_chargpt.py "
+    parser.add_argument("--checkpoint", help="a checkpoint written by demos/train_chargpt.py, or a GPT-2 folder "
                                              "(default: train a small model on the spot)")
     parser.add_argument("--text", default=SENTENCE, help=f"the input sentence (default: {SENTENCE!r})")
     parser.add_argument("--steps", type=int, default=None,
@@ -46,15 +48,16 @@ def attention_maps(model, ids):
             for layer, block in enumerate(model.h) for head in range(block.attn.n_heads)]
 
 
-def profile(w, sentence):
-    """What a head does on this input (rows 1.. only: row 0 can only look at itself): its
-    mean look-back distance, its entropy (nats), how its weight splits between the character
-    itself, the previous one, 2-3 back and further back, and its weight on spaces against
-    the share of spaces it could see (a head that ignored them would get that share)."""
+def profile(w, pieces):
+    """What a head does on this input, the text of each token in `pieces` (rows 1.. only:
+    row 0 can only look at itself): its mean look-back distance, its entropy (nats), how its
+    weight splits between the token itself, the previous one, 2-3 back and further back,
+    and its weight on spaces (tokens that start with one) against the share of them it could
+    see (a head that ignored them would get that share)."""
     T = len(w)
     rows, i, j = w[1:], np.arange(1, T)[:, None], np.arange(T)[None]
     back = i - j                                                   # how far back each key is
-    space = np.array([c == " " for c in sentence])
+    space = np.array([piece.startswith(" ") for piece in pieces])
     stats = dict(distance=(rows * back).sum(1).mean(),
                  entropy=-(rows * np.log(np.where(rows > 0, rows, 1))).sum(1).mean(),
                  self=rows[back == 0].mean(), prev=rows[back == 1].mean(),
@@ -83,8 +86,10 @@ def main():
     started = time.perf_counter()
     print("Claim 5: the heads of a trained character model attend to different things")
     if args.checkpoint:
-        from train_chargpt import load_checkpoint
-        model, tokenizer, meta = load_checkpoint(args.checkpoint)
+        try:
+            model, tokenizer, meta = load_model(args.checkpoint)
+        except (ValueError, FileNotFoundError) as error:   # CheckpointError is a ValueError
+            sys.exit(f"attention_heads.py: error: {error}")
         model.eval()
         loss = meta.get("val_loss")
         source = (f"checkpoint {args.checkpoint} (step {meta.get('step', '?')}"
@@ -102,15 +107,17 @@ def main():
         source = (f"a {size['n_layer']}-layer, {size['n_head']}-head, {size['n_embd']}-dim model trained here for "
                   f"{steps} steps on stdlib docstrings (train loss {loss:.2f})")
     config = model.config
-    sentence = args.text
-    if len(sentence) > config["block_size"]:
-        sentence = sentence[: config["block_size"]]
-        print(f"note: --text is longer than the model's block_size {config['block_size']}: using its first "
-              f"{len(sentence)} characters")
+    unit = "characters" if isinstance(tokenizer, data.CharTokenizer) else "tokens"
     try:
-        ids = tokenizer.encode(sentence)
+        ids = tokenizer.encode(args.text)
     except ValueError as error:
         sys.exit(f"attention_heads.py: error: {error}; choose a --text the model can read")
+    if len(ids) > config["block_size"]:
+        ids = ids[: config["block_size"]]
+        print(f"note: --text is longer than the model's block_size {config['block_size']}: using its first "
+              f"{len(ids)} {unit}")
+    pieces = [tokenizer.decode([i]) for i in ids]   # a character each, or a subword
+    sentence = tokenizer.decode(ids)
     maps = attention_maps(model, ids)
     nn.manual_seed(12345)
     untrained = nn.GPT(**config)
@@ -119,16 +126,16 @@ def main():
 
     rows, patterns = [], []
     for layer, head, w in maps:
-        p = profile(w, sentence)
+        p = profile(w, pieces)
         patterns.append(p["pattern"])
         rows.append([layer, head, f"{p['distance']:.1f}", f"{p['entropy']:.2f}", f"{p['self']:.2f}",
                      f"{p['prev']:.2f}", f"{p['near']:.2f}", f"{p['far']:.2f}",
                      f"{p['spaces']:.2f} ({p['space_share']:.2f})", p["pattern"]])
     text = table(["layer", "head", "mean distance", "entropy", "itself", "previous", "2-3 back", "further",
                   "on spaces (share)", "pattern"], rows)
-    text += (f"\n\ninput: {sentence!r} ({len(ids)} characters)\nmodel: {source}"
-             f"\nitself ... further: mean weight a character puts there; on spaces: weight on space characters "
-             f"(the share of spaces it can see)"
+    text += (f"\n\ninput: {sentence!r} ({len(ids)} {unit})\nmodel: {source}"
+             f"\nitself ... further: mean weight a {unit[:-1]} puts there; on spaces: weight on space characters "
+             f"(the share of spaces it can see{'' if unit == 'characters' else '; here: tokens that start with one'})"
              f"\nmean Jensen-Shannon divergence between the maps of two heads: trained {js_trained:.3f}, the same "
              f"model untrained {js_untrained:.3f}\n(0 = identical maps, ln 2 = 0.693 = disjoint; untrained, every "
              f"head is a near-uniform average of what it can see)")
@@ -147,7 +154,7 @@ def main():
         T = len(ids)
         fig, axes = plt.subplots(n_layer, n_head, figsize=(3.9 * n_head, 4.2 * n_layer), squeeze=False,
                                  constrained_layout=True)
-        labels = [{" ": "·", "\n": "↵", "\t": "→"}.get(c, c) for c in sentence]
+        labels = [piece.replace(" ", "·").replace("\n", "↵").replace("\t", "→") for piece in pieces]
         later = np.concatenate([w[2:][np.tril(np.ones((T - 2, T), bool), k=2)] for _, _, w in maps])
         vmax = float(np.percentile(later, 99.5))     # rows 0 and 1 (weights near 1) would wash out the rest
         for (layer, head, w), pattern in zip(maps, patterns):
@@ -157,7 +164,7 @@ def main():
             ax.set_xticks(range(T), labels if layer == n_layer - 1 else [], fontsize=6, family="monospace")
             ax.set_yticks(range(T), labels if head == 0 else [], fontsize=6, family="monospace")
             ax.tick_params(length=0, pad=1)
-        fig.suptitle(f"Attention of every head for {sentence!r} (row: the character that looks, column: where it "
+        fig.suptitle(f"Attention of every head for {sentence!r} (row: the {unit[:-1]} that looks, column: where it "
                      f"looks; spaces shown as ·)\nmean JS divergence between heads {js_trained:.2f} "
                      f"(untrained {js_untrained:.3f}); {source}", fontsize=9)
         png = save_figure(fig, args.out, NAME)

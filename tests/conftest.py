@@ -3,6 +3,9 @@
 torch is never imported here: tests that compare against it import it with
 pytest.importorskip, so the suite runs (and those tests skip) without torch.
 """
+import json
+import zipfile
+
 import numpy as np
 import pytest
 from hypothesis import settings
@@ -30,3 +33,18 @@ def random_array(shape, seed=0, positive=False, away_from_zero=False, dtype=np.f
 def rand():
     """rand(shape, seed=0, positive=False, away_from_zero=False, dtype=float64) -> ndarray."""
     return random_array
+
+
+@pytest.fixture(scope="session")
+def write_v01():
+    """write_v01(path, arrays, meta): a checkpoint in tensorgrad 0.1's layout, as its nn.save
+    wrote it: a zip of one uncompressed .npy per array (the optimizer's named "optimizer/..."),
+    and the metadata as UTF-8 JSON in the uint8 array "__meta__". Returns path."""
+    def write(path, arrays, meta):
+        arrays = {**arrays, "__meta__": np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)}
+        with zipfile.ZipFile(path, "w") as archive:
+            for name, array in arrays.items():
+                with archive.open(name + ".npy", "w") as member:
+                    np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+        return path
+    return write

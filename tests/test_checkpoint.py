@@ -46,21 +46,6 @@ def batch(step):
     return rng.integers(0, 9, (3, 6)), rng.integers(0, 9, (3, 6))
 
 
-def save_v01(path, model, optimizer=None, **meta):
-    """A checkpoint in tensorgrad 0.1's layout, as its nn.save wrote it: a zip of one
-    uncompressed .npy per array, the optimizer's under "optimizer/", the metadata as UTF-8
-    JSON in the uint8 array "__meta__"."""
-    arrays = dict(model.state_dict())
-    if optimizer is not None:
-        arrays.update({"optimizer/" + name: array for name, array in optimizer.state_dict().items()})
-    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, array in arrays.items():
-            with archive.open(name + ".npy", "w") as member:
-                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
-    return path
-
-
 def header_of(path):
     """(the JSON header of a safetensors file as a dict, the data after it)."""
     raw = path.read_bytes()
@@ -130,8 +115,19 @@ def test_pytorch_reads_the_file_with_safetensors_torch(tmp_path):
 
 
 # ---- round trips ----------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def save_v01(write_v01):
+    """save_v01(path, model, optimizer=None, **meta): nn.save as tensorgrad 0.1 wrote it."""
+    def save(path, model, optimizer=None, **meta):
+        arrays = dict(model.state_dict())
+        if optimizer is not None:
+            arrays.update({"optimizer/" + name: array for name, array in optimizer.state_dict().items()})
+        return write_v01(path, arrays, meta)
+    return save
+
+
 @pytest.fixture(params=["safetensors", "npz-0.1"])
-def writer(request):
+def writer(request, save_v01):
     """nn.save, or the layout of tensorgrad 0.1, which nn.load reads the same."""
     return {"safetensors": nn.save, "npz-0.1": save_v01}[request.param]
 
@@ -273,12 +269,10 @@ def test_a_crash_while_writing_keeps_the_old_checkpoint_and_no_temporary_file(tm
 
 
 # ---- bad files: both formats -----------------------------------------------------------------
-@pytest.fixture(params=["safetensors", "npz-0.1"])
-def good_checkpoint(tmp_path, request):
+@pytest.fixture
+def good_checkpoint(tmp_path, writer):
     model, opt = trained(small_gpt())
-    path = tmp_path / "good.ckpt"
-    {"safetensors": nn.save, "npz-0.1": save_v01}[request.param](path, model, opt, step=2, note="hello")
-    return path
+    return writer(tmp_path / "good.ckpt", model, opt, step=2, note="hello")
 
 
 def test_a_missing_path_is_file_not_found(tmp_path):
@@ -332,7 +326,6 @@ def test_a_flipped_byte_inside_the_metadata_is_a_checkpoint_error(good_checkpoin
         nn.load(good_checkpoint)
 
 
-@pytest.mark.parametrize("writer", [nn.save, save_v01], ids=["safetensors", "npz-0.1"])
 def test_every_single_bit_flip_either_loads_the_same_checkpoint_or_is_a_checkpoint_error(tmp_path, writer):
     """No flipped bit anywhere in the file (headers, zip directory, data) may escape as
     another exception, or load different values silently."""
