@@ -7,8 +7,8 @@ Builds a GPT-2 small shaped nn.GPT (n_embd 768, 12 layers, 12 heads, vocabulary 
 positions, tied: 124M parameters, 498 MB of float32) with random weights and exports it with
 nn.export.to_gpt2 into a temporary folder; then each reader loads the folder in a fresh
 process, `repeats` times: the time of the call, and its peak memory above the process's
-peak before it (ru_maxrss). The folder is read once beforehand, so every reader finds it in
-the page cache.
+peak before it (nn.memory.peak_resident_mib: Linux's VmHWM, which a new process starts
+afresh). The folder is read once beforehand, so every reader finds it in the page cache.
 """
 import argparse
 import json
@@ -31,15 +31,15 @@ READERS = {   # each one a program run in a fresh process: it prints the load's 
         "model = transformers.GPT2LMHeadModel.from_pretrained(folder, local_files_only=True)"),
 }
 PROGRAM = """
-import json, resource, sys, time
+import json, sys, time
+from nn.memory import peak_resident_mib
 folder = sys.argv[1]
 {imports}
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_resident_mib()
 start = time.perf_counter()
 {load}
 seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({{"seconds": seconds, "mib": (peak - before) / 1024}}))
+print(json.dumps({{"seconds": seconds, "mib": peak_resident_mib() - before}}))
 """
 
 

@@ -68,14 +68,14 @@ def to_gpt2(model, directory, tokenizer=None):
     with GPT-2's names, and with `tokenizer` (an nn.data.CharTokenizer) tokenizer.json and
     tokenizer_config.json. Existing files of those names are replaced, each atomically, as
     save_pretrained does. Refuses, naming each, what GPT-2 cannot express. Returns directory."""
-    config = gpt2_config(model)
+    files = {CONFIG: gpt2_config(model), **({} if tokenizer is None else char_tokenizer_files(tokenizer, model))}
     tensors = {gpt2_name(name): p.data.T if name == "head.weight" else p.data   # lm_head is (V, C)
                for name, p in model.named_parameters()}
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(directory, exist_ok=True)   # everything is checked: now write
     write_safetensors(os.path.join(directory, WEIGHTS), tensors, {"format": "pt"})   # transformers asks for "pt"
-    write_json(os.path.join(directory, CONFIG), config)
-    if tokenizer is not None:
-        write_char_tokenizer(directory, tokenizer, model.config)
+    for name, contents in files.items():
+        text = json.dumps(contents, indent=2, ensure_ascii=False) + "\n"
+        write_atomically(os.path.join(directory, name), lambda file: file.write(text.encode("utf-8")))
     return directory
 
 
@@ -109,30 +109,28 @@ def gpt2_config(model):
             "use_cache": True, "dtype": str(model.tok_emb.weight.dtype)}
 
 
-def write_char_tokenizer(directory, tokenizer, model_config):
-    """tokenizer.json: a BPE without merges whose vocabulary is the characters (a character is
-    one token, ids as ours), fused back into text on decoding; tokenizer_config.json tells
-    AutoTokenizer to load it, without the spaces-before-punctuation clean-up that decode
-    would otherwise do."""
+def char_tokenizer_files(tokenizer, model):
+    """{file name: JSON} for a CharTokenizer. tokenizer.json: a BPE without merges whose
+    vocabulary is the characters (a character is one token, ids as ours), fused back into
+    text on decoding; tokenizer_config.json tells AutoTokenizer to load it, without the
+    spaces-before-punctuation clean-up that decode would otherwise do, and to hand the model
+    no token_type_ids (GPT-2 would add their embeddings, rows of wte, to every position)."""
     if not isinstance(tokenizer, CharTokenizer):
-        raise TypeError(f"to_gpt2: tokenizer must be an nn.data.CharTokenizer (or None), got {type(tokenizer).__name__}")
-    if tokenizer.vocab_size != model_config["vocab_size"]:
+        raise TypeError(f"to_gpt2: tokenizer must be an nn.data.CharTokenizer (or None), got "
+                        f"{type(tokenizer).__name__}")
+    if tokenizer.vocab_size != model.config["vocab_size"]:
         raise ValueError(f"to_gpt2: the tokenizer has {tokenizer.vocab_size} characters but the model's vocabulary "
-                         f"is {model_config['vocab_size']}")
-    write_json(os.path.join(directory, TOKENIZER), {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-        "pre_tokenizer": None, "post_processor": None, "decoder": {"type": "Fuse"},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": {char: i for i, char in enumerate(tokenizer.chars)}, "merges": []}})
-    write_json(os.path.join(directory, TOKENIZER_CONFIG), {
-        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model_config["block_size"],
-        "clean_up_tokenization_spaces": False})
-
-
-def write_json(path, value):
-    text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
-    write_atomically(path, lambda file: file.write(text.encode("utf-8")))
+                         f"is {model.config['vocab_size']}")
+    return {
+        TOKENIZER: {
+            "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+            "pre_tokenizer": None, "post_processor": None, "decoder": {"type": "Fuse"},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                      "vocab": {char: i for i, char in enumerate(tokenizer.chars)}, "merges": []}},
+        TOKENIZER_CONFIG: {"tokenizer_class": "PreTrainedTokenizerFast",
+                           "model_max_length": model.config["block_size"], "clean_up_tokenization_spaces": False,
+                           "model_input_names": ["input_ids", "attention_mask"]}}
 
 
 # ---- GPT-2 -> ours -------------------------------------------------------------------------

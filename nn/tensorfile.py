@@ -19,7 +19,6 @@ import struct
 import zipfile
 
 import numpy as np
-import safetensors
 import safetensors.numpy
 
 from .atomic import write_atomically
@@ -44,23 +43,29 @@ def write_safetensors(path, arrays, metadata):
 
 
 def read_safetensors(path, names=None):
-    """({name: ndarray}, metadata {str: str}) of a safetensors file, checked first
-    (safetensors_layout); `names` reads only those tensors. The arrays are writable, each
-    its own."""
-    layout, metadata = safetensors_layout(path)
+    """({name: ndarray}, metadata {str: str}) of a safetensors file, its header checked first
+    (safetensors_layout); `names` reads only those tensors. Each tensor's bytes are read
+    straight into the array returned (writable, its own): no mapping of the file, no
+    intermediate copy, so a model read this way takes its own size in memory."""
+    layout, data_start, metadata = safetensors_layout(path)
     missing = [name for name in names or () if name not in layout]
     if missing:
         raise CheckpointError(f"{path}: has no tensor {missing[0]!r}")
-    try:
-        with safetensors.safe_open(path, framework="np") as file:
-            return {name: file.get_tensor(name) for name in (layout if names is None else names)}, metadata
-    except (safetensors.SafetensorError, OSError) as error:   # e.g. the file changed since it was checked
-        raise CheckpointError(f"{path}: unreadable safetensors file ({error})") from None
+    arrays = {}
+    with open(path, "rb") as file:
+        for name in layout if names is None else names:
+            dtype, shape, begin = layout[name]
+            array = arrays[name] = np.empty(shape, dtype)
+            file.seek(data_start + begin)
+            if file.readinto(array.reshape(-1).view(np.uint8)) != array.nbytes:   # the file shrank since
+                raise CheckpointError(f"{path}: truncated while reading tensor {name!r}")
+    return arrays, metadata
 
 
 def safetensors_layout(path):
     """The header of a safetensors file, checked against the file's size before anything
-    else is read: ({name: (numpy dtype, shape)}, metadata {str: str})."""
+    else is read: ({name: (numpy dtype, shape, offset of its bytes in the data)}, where the
+    data starts in the file, metadata {str: str})."""
     size = os.path.getsize(path)
     with open(path, "rb") as file:
         prefix = file.read(8)
@@ -86,7 +91,7 @@ def safetensors_layout(path):
     layout, spans = {}, []
     for name, entry in header.items():
         dtype, shape, begin, end = _tensor_entry(path, name, entry, data_size)
-        layout[name] = (dtype, shape)
+        layout[name] = (dtype, shape, begin)
         spans.append((begin, end, name))
     covered = 0
     for begin, end, name in sorted(spans):   # the tensors must tile the data: no gap, no overlap
@@ -97,7 +102,7 @@ def safetensors_layout(path):
     if covered != data_size:
         raise CheckpointError(f"{path}: its tensors cover {covered:,} bytes of data but {data_size:,} follow the "
                               "header (truncated, or bytes appended)")
-    return layout, metadata
+    return layout, 8 + length, metadata
 
 
 def _tensor_entry(path, name, entry, data_size):
@@ -115,7 +120,7 @@ def _tensor_entry(path, name, entry, data_size):
             and 0 <= offsets[0] <= offsets[1] <= data_size):
         raise CheckpointError(f"{where}: data_offsets {offsets!r} are not a range inside the "
                               f"{data_size:,} bytes of data")
-    dtype = np.dtype(DTYPES[code])
+    dtype = np.dtype(DTYPES[code]).newbyteorder("<")   # safetensors stores little-endian
     needed = math.prod(shape) * dtype.itemsize   # python ints: a huge shape cannot overflow
     if offsets[1] - offsets[0] != needed:
         raise CheckpointError(f"{where}: {code} of shape {tuple(shape)} needs {needed:,} bytes, its data_offsets "

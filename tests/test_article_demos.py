@@ -90,7 +90,8 @@ def test_attention_heads_reads_a_gpt2_folder_with_a_subword_tokenizer(tmp_path):
     bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
     bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = tokenizers.decoders.ByteLevel()
-    trainer = tokenizers.trainers.BpeTrainer(vocab_size=300, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    trainer = tokenizers.trainers.BpeTrainer(vocab_size=300,
+                                             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
     bpe.train_from_iterator(["Return the sum of a and b, or of all the items."] * 20, trainer)
     nn.manual_seed(0)
     model = nn.GPT(bpe.get_vocab_size(), block_size=32, n_layer=2, n_head=2, n_embd=16, tie_weights=True)

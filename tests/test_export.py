@@ -160,9 +160,10 @@ def test_not_a_gpt_or_a_wrong_tokenizer_is_refused(tmp_path):
     with pytest.raises(TypeError, match="expected an nn.GPT, got Linear"):
         export.to_gpt2(nn.Linear(2, 3), tmp_path)
     with pytest.raises(ValueError, match="the tokenizer has 3 characters but the model's vocabulary is 11"):
-        export.to_gpt2(make("untied"), tmp_path, nn.data.CharTokenizer("abc"))
+        export.to_gpt2(make("untied"), tmp_path / "gpt2", nn.data.CharTokenizer("abc"))
     with pytest.raises(TypeError, match="tokenizer must be an nn.data.CharTokenizer"):
-        export.to_gpt2(make("untied"), tmp_path, "abc")
+        export.to_gpt2(make("untied"), tmp_path / "gpt2", "abc")
+    assert not (tmp_path / "gpt2").exists()   # refused before anything is written
 
 
 # ---- GPT-2 -> ours: every layout ---------------------------------------------------------------
@@ -415,6 +416,7 @@ def test_transformers_reads_the_characters_and_generates_our_tokens(hf):
     ours = nn.data.CharTokenizer(TEXT)
     text = "world . hello?\n"   # a space before "." must survive decoding
     assert tokenizer(text)["input_ids"] == ours.encode(text).tolist()
+    assert set(tokenizer(text)) == {"input_ids", "attention_mask"}   # no token_type_ids for GPT-2 to embed
     assert tokenizer.decode(ours.encode(text)) == text
     prompt = ours.encode("he")[None]
     theirs.eval()
