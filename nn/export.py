@@ -188,6 +188,10 @@ def gpt2_model_config(directory):
         kind = given.get("model_type") if isinstance(given, dict) else None
         raise ValueError(f"GPT.from_gpt2: {path} describes model_type {kind!r}; only GPT-2's layout ('gpt2') is read")
     c = {**GPT2_DEFAULTS, **given}
+    sizes = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")
+    not_sizes = [f"{key} {c[key]!r}" for key in sizes if type(c[key]) is not int or c[key] <= 0]
+    if not_sizes:
+        raise ValueError(f"GPT.from_gpt2: {path}: expected positive whole numbers, got {', '.join(not_sizes)}")
     dropouts = {c["resid_pdrop"], c["embd_pdrop"], c["attn_pdrop"]}
     problems = [text for bad, text in [
         (c["activation_function"] not in TANH_GELUS, f"activation_function {c['activation_function']!r} (ours is "

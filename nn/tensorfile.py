@@ -7,6 +7,9 @@ before any memory is taken for it: a header must fit inside the file, each tenso
 must lie inside the data and be exactly as many as its dtype and shape need, and together
 they must cover the data with no gap and no overlap. Nothing in a file is ever executed
 (no pickle). Every refusal is a CheckpointError naming the file and what is wrong.
+The safetensors package writes the files (safetensors.numpy.save); reading, once the
+header has passed, is a seek and a read into each array, so the checks and the offsets
+they checked are the ones used.
 
 A safetensors file is 8 bytes (little-endian u64 n), n bytes of JSON header
 {name: {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__":

@@ -8,9 +8,9 @@ import numpy as np
 import tensorgrad as tg
 
 from . import functional as F
+from . import rng
 from .layers import Dropout, Embedding, LayerNorm, Linear, SinusoidalPositionalEncoding, check_ids
 from .module import Module, ModuleList
-from . import rng
 from .rng import generator
 
 

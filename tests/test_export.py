@@ -252,7 +252,8 @@ def test_a_config_with_few_keys_takes_gpt2s_defaults(folder):
     ({"scale_attn_by_inverse_layer_idx": True}, "attention scaled other than by 1/sqrt(head size)"),
     ({"add_cross_attention": True}, "cross-attention"),
     ({"attn_pdrop": 0.1}, "three different dropouts [0.0, 0.1] (ours is one)"),
-], ids=["llama", "relu", "n_inner", "eps", "layer-scaled", "cross-attention", "dropouts"])
+    ({"n_embd": "16", "n_layer": 0}, "expected positive whole numbers, got n_embd '16', n_layer 0"),
+], ids=["llama", "relu", "n_inner", "eps", "layer-scaled", "cross-attention", "dropouts", "sizes"])
 def test_a_config_nn_gpt_cannot_build_is_refused_by_name(folder, edit, message):
     _, path = folder
     config = json.loads((path / "config.json").read_text())
@@ -303,11 +304,14 @@ def test_folders_without_the_files_are_refused(tmp_path, folder):
         nn.GPT.from_gpt2(path)
 
 
-def test_a_damaged_weights_file_is_a_checkpoint_error(folder):
+def test_a_damaged_weights_file_or_config_is_a_checkpoint_error(folder):
     _, path = folder
     raw = (path / "model.safetensors").read_bytes()
     (path / "model.safetensors").write_bytes(raw[:len(raw) // 2])
     with pytest.raises(nn.CheckpointError, match="model.safetensors"):
+        nn.GPT.from_gpt2(path)
+    (path / "config.json").write_text('{"model_type": "gpt2",')
+    with pytest.raises(nn.CheckpointError, match="config.json: not JSON"):
         nn.GPT.from_gpt2(path)
 
 
