@@ -22,7 +22,6 @@ import struct
 import zipfile
 
 import numpy as np
-import safetensors.numpy
 
 from .atomic import write_atomically
 
@@ -40,6 +39,9 @@ class CheckpointError(ValueError):
 def write_safetensors(path, arrays, metadata):
     """{name: ndarray} and metadata {str: str} as one safetensors file at `path`, written to
     a temporary file and renamed (nn/atomic.py). The file is built in memory first."""
+    # imported here, at the first save: importing safetensors.numpy moves glibc's malloc
+    # thresholds for the whole process (as nn.memory does on purpose), so `import nn` leaves it out
+    import safetensors.numpy
     arrays = {name: np.ascontiguousarray(array) for name, array in arrays.items()}   # it reads raw memory
     contents = safetensors.numpy.save(arrays, metadata)
     write_atomically(path, lambda file: file.write(contents))
