@@ -1,10 +1,12 @@
-"""Pieces shared by the demos: the attention-article experiments (demos/attention_*.py), and
-figures for slides for them and for the drawings (arrange_drawings).
+"""Pieces shared by the demos: the attention-article experiments' reports (demos/attention_*.py),
+figures for slides for them and for the drawings (arrange_drawings), and loading a model.
 
 Each experiment measures one claim and reports it the same way: a short table on stdout, the
 conclusion the numbers support, a text copy of the table, and a PNG figure when
 matplotlib is installed. The two demos that need a trained character model train a small
-one here, on text every Python installation has: the docstrings of its standard library.
+one here, on text every Python installation has: the docstrings of its standard library,
+or read one with load_model: a train_chargpt.py checkpoint, or a Hugging Face GPT-2 folder
+(ours exported, or GPT-2's own).
 """
 import argparse
 import importlib.util
@@ -215,3 +217,37 @@ def train_char_model(corpus, steps, block_size, batch_size, n_layer, n_head, n_e
                       f"({time.perf_counter() - started:.0f} s)", flush=True)
     model.eval()
     return model, float(np.mean(recent))
+
+
+# ---- a trained model from disk ----------------------------------------------------------------
+def load_model(path):
+    """(model, tokenizer, meta) from a checkpoint of demos/train_chargpt.py, or from a Hugging
+    Face GPT-2 folder (nn.GPT.from_gpt2; meta is empty). A folder's tokenizer is the character
+    vocabulary nn.export.to_gpt2 writes, or else its tokenizer.json read by the `tokenizers`
+    library (GPT-2's byte-level BPE)."""
+    import nn
+    if not os.path.isdir(path):
+        from train_chargpt import load_checkpoint
+        return load_checkpoint(path)
+    model = nn.GPT.from_gpt2(path)
+    return model, nn.export.char_tokenizer(path) or SubwordTokenizer(os.path.join(path, nn.export.TOKENIZER)), {}
+
+
+class SubwordTokenizer:
+    """A tokenizer.json of the `tokenizers` library with CharTokenizer's encode and decode."""
+
+    def __init__(self, path):
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise SystemExit(f"{path}: reading this tokenizer needs the tokenizers library: pip install tokenizers")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{os.path.dirname(path)} has no {os.path.basename(path)}: no tokenizer")
+        self._tokenizer = Tokenizer.from_file(path)
+        self.vocab_size = self._tokenizer.get_vocab_size()
+
+    def encode(self, text):
+        return np.array(self._tokenizer.encode(text).ids, dtype=np.int64)
+
+    def decode(self, ids):
+        return self._tokenizer.decode([int(i) for i in ids])

@@ -7,10 +7,12 @@ is, how much it puts on the character itself, the one before, the first one) and
 measure how far apart the heads' maps are (Jensen-Shannon divergence, averaged over rows
 and pairs of heads), next to the same model before training.
 
-    python demos/attention_heads.py [--checkpoint out/chargpt.npz] [--text "..."] [--out DIR] [--quick]
+    python demos/attention_heads.py [--checkpoint out/chargpt.safetensors] [--text "..."] [--out DIR] [--quick]
 
-With --checkpoint it reads a model written by demos/train_chargpt.py; without one it trains
-a small model on the spot on the docstrings of Python's standard library (under a minute).
+With --checkpoint it reads a model written by demos/train_chargpt.py, or a Hugging Face GPT-2
+folder (demos/export_gpt2.py's, or GPT-2's own weights: its tokens are then subwords, and
+"spaces" are the tokens that start with one); without one it trains a small model on the
+spot on the docstrings of Python's standard library (under a minute).
 """
 import itertools
 import sys
@@ -22,7 +24,7 @@ import nn
 import tensorgrad as tg
 from nn import data
 
-from _common import (HANGUL, SLIDE, finish, local_text, parse_args, pyplot, save_figure, table, train_char_model,
+from _common import (HANGUL, SLIDE, finish, load_model, local_text, parse_args, pyplot, save_figure, table, train_char_model,
                      write_report)
 
 NAME = "attention_heads"
@@ -31,7 +33,7 @@ ROLE = 0.5   # a head "does" something when over half its weight, on average, go
 
 
 def add_arguments(parser):
-    parser.add_argument("--checkpoint", help="a checkpoint written by demos/train_chargpt.py "
+    parser.add_argument("--checkpoint", help="a checkpoint written by demos/train_chargpt.py, or a GPT-2 folder "
                                              "(default: train a small model on the spot)")
     parser.add_argument("--text", default=SENTENCE, help=f"the input sentence (default: {SENTENCE!r})")
     parser.add_argument("--steps", type=int, default=None,
@@ -47,17 +49,18 @@ def attention_maps(model, ids):
             for layer, block in enumerate(model.h) for head in range(block.attn.n_heads)]
 
 
-def profile(w, sentence):
-    """What a head does on this input (rows 2.. only: row 0 can only look at itself, and for
-    row 1 the first character is also the previous one): its mean look-back distance, its
-    entropy (nats), how its weight splits between the character itself, the previous one,
-    2-3 back and further back, its weight on the first character, and its weight on spaces
-    against the share of spaces it could see (a head that ignored them would get that share).
+def profile(w, pieces):
+    """What a head does on this input, the text of each token in `pieces` (rows 2.. only: row
+    0 can only look at itself, and for row 1 the first token is also the previous one): its
+    mean look-back distance, its entropy (nats), how its weight splits between the token
+    itself, the previous one, 2-3 back and further back, its weight on the first token, and
+    its weight on spaces (tokens that start with one) against the share of them it could see
+    (a head that ignored them would get that share).
     Its pattern names what it does when the numbers show it (role), else how far it looks."""
     T = len(w)
     rows, i, j = w[2:], np.arange(2, T)[:, None], np.arange(T)[None]
     back = i - j                                                   # how far back each key is
-    space = np.array([c == " " for c in sentence])
+    space = np.array([piece.startswith(" ") for piece in pieces])
     stats = dict(distance=(rows * back).sum(1).mean(),
                  entropy=-(rows * np.log(np.where(rows > 0, rows, 1))).sum(1).mean(),
                  self=rows[back == 0].mean(), prev=rows[back == 1].mean(),
@@ -99,8 +102,10 @@ def main():
     started = time.perf_counter()
     print("Claim 5: the heads of a trained character model attend to different things")
     if args.checkpoint:
-        from train_chargpt import load_checkpoint
-        model, tokenizer, meta = load_checkpoint(args.checkpoint)
+        try:
+            model, tokenizer, meta = load_model(args.checkpoint)
+        except (ValueError, FileNotFoundError) as error:   # CheckpointError is a ValueError
+            sys.exit(f"attention_heads.py: error: {error}")
         model.eval()
         loss = meta.get("val_loss")
         source = (f"checkpoint {args.checkpoint} (step {meta.get('step', '?')}"
@@ -118,15 +123,17 @@ def main():
         source = (f"a {size['n_layer']}-layer, {size['n_head']}-head, {size['n_embd']}-dim model trained here for "
                   f"{steps} steps on stdlib docstrings (train loss {loss:.2f})")
     config = model.config
-    sentence = args.text
-    if len(sentence) > config["block_size"]:
-        sentence = sentence[: config["block_size"]]
-        print(f"note: --text is longer than the model's block_size {config['block_size']}: using its first "
-              f"{len(sentence)} characters")
+    unit = "characters" if isinstance(tokenizer, data.CharTokenizer) else "tokens"
     try:
-        ids = tokenizer.encode(sentence)
+        ids = tokenizer.encode(args.text)
     except ValueError as error:
         sys.exit(f"attention_heads.py: error: {error}; choose a --text the model can read")
+    if len(ids) > config["block_size"]:
+        ids = ids[: config["block_size"]]
+        print(f"note: --text is longer than the model's block_size {config['block_size']}: using its first "
+              f"{len(ids)} {unit}")
+    pieces = [tokenizer.decode([i]) for i in ids]   # a character each, or a subword
+    sentence = tokenizer.decode(ids)
     maps = attention_maps(model, ids)
     nn.manual_seed(12345)
     untrained = nn.GPT(**config)
@@ -135,7 +142,7 @@ def main():
 
     rows, patterns, titles = [], [], []
     for layer, head, w in maps:
-        p = profile(w, sentence)
+        p = profile(w, pieces)
         patterns.append(p["pattern"])
         shown = p["pattern_weight"]
         titles.append(f"layer {layer}, head {head}\n{p['pattern']}" + (f" ({shown:.2f})" if shown is not None else ""))
@@ -144,9 +151,10 @@ def main():
                      f"{p['spaces']:.2f} ({p['space_share']:.2f})", p["pattern"]])
     text = table(["layer", "head", "mean distance", "entropy", "itself", "previous", "2-3 back", "further",
                   "first", "on spaces (share)", "pattern"], rows)
-    text += (f"\n\ninput: {sentence!r} ({len(ids)} characters)\nmodel: {source}"
-             f"\nitself ... first: mean weight a character (the third onwards) puts there; on spaces: weight on "
-             f"space characters (the share of spaces it can see)\npattern: what a head does where over {ROLE} of its "
+    text += (f"\n\ninput: {sentence!r} ({len(ids)} {unit})\nmodel: {source}"
+             f"\nitself ... first: mean weight a {unit[:-1]} (the third onwards) puts there; on spaces: weight on "
+             f"space characters (the share of spaces it can see"
+             f"{'' if unit == 'characters' else '; here: tokens that start with one'})\npattern: what a head does where over {ROLE} of its "
              f"weight goes to one place (previous character, first character, itself, spaces), else how far it looks"
              f" (near: under 0.4 of its weight further than 3 back; far: more) and whether it seeks or avoids spaces"
              f"\nmean Jensen-Shannon divergence between the maps of two heads: trained {js_trained:.3f}, the same "
@@ -166,7 +174,7 @@ def main():
         n_layer, n_head = config["n_layer"], config["n_head"]
         T = len(ids)
         fig, axes = plt.subplots(n_layer, n_head, squeeze=False)
-        labels = [{" ": "·", "\n": "↵", "\t": "→"}.get(c, c) for c in sentence]
+        labels = [piece.replace(" ", "·").replace("\n", "↵").replace("\t", "→") for piece in pieces]
         side = min(0.9 * SLIDE[0] / n_head, (SLIDE[1] - 2) / n_layer)   # a square map's side, inches
         every = -(-T // int(side * 72 / 7.5))    # each character labelled if 7.5 pt apart fit, else every n-th
         later = np.concatenate([w[2:][np.tril(np.ones((T - 2, T), bool), k=2)] for _, _, w in maps])
@@ -179,8 +187,8 @@ def main():
             ax.set_xticks(range(0, T, every), labels[::every] if layer == n_layer - 1 else [], family="monospace")
             ax.set_yticks([])
             ax.tick_params(length=0, pad=2)
-        fig.supylabel("row: the character that looks")
-        fig.supxlabel("column: the character it looks at")
+        fig.supylabel(f"row: the {unit[:-1]} that looks")
+        fig.supxlabel(f"column: the {unit[:-1]} it looks at")
         fig.colorbar(image, ax=axes, shrink=0.8, label=f"attention weight (colour capped at {vmax:.2f})")
         fig.suptitle(f"Every head's attention for {sentence!r}: row i looks at column j <= i (spaces shown as ·)\n"
                      f"mean JS divergence between heads {js_trained:.2f} (untrained {js_untrained:.3f})\n{source}")

@@ -1,19 +1,21 @@
 """Generate text from a checkpoint of demos/train_chargpt.py.
 
-    python demos/sample_chargpt.py out/chargpt.npz --prompt "ROMEO:" --max_new_tokens 500
+    python demos/sample_chargpt.py out/chargpt.safetensors --prompt "ROMEO:" --max_new_tokens 500
 
 The checkpoint holds the model's configuration and its tokenizer, so no corpus is needed.
-Prints the prompt followed by the generated characters.
+Prints the prompt followed by the generated characters. An .npz checkpoint of tensorgrad
+0.1 works too, and so does a Hugging Face GPT-2 folder (demos/export_gpt2.py's, or GPT-2's
+own, whose tokens are then subwords).
 """
 import argparse
 
 import nn
-from train_chargpt import load_checkpoint   # demos/ is on the path when a demo runs
+from _common import load_model   # demos/ is on the path when a demo runs
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoint", help="a checkpoint written by demos/train_chargpt.py")
+    parser.add_argument("checkpoint", help="a checkpoint written by demos/train_chargpt.py, or a GPT-2 folder")
     parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     parser.add_argument("--max_new_tokens", type=int, default=500, help="characters to generate (default: 500)")
     parser.add_argument("--temperature", type=float, default=0.8,
@@ -25,8 +27,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     try:
-        model, tokenizer, _ = load_checkpoint(args.checkpoint)
-    except nn.CheckpointError as error:
+        model, tokenizer, _ = load_model(args.checkpoint)
+    except (ValueError, FileNotFoundError) as error:   # CheckpointError is a ValueError
         parser.error(str(error))
     if not args.prompt:
         parser.error("--prompt is empty: give at least one character to start from")

@@ -3,7 +3,8 @@
     python demos/train_chargpt.py                        # tiny shakespeare, nanoGPT's CPU configuration
     python demos/train_chargpt.py --data my.txt --max_iters 500
     python demos/train_chargpt.py --resume --max_iters 3000   # continue from --out
-    python demos/sample_chargpt.py out/chargpt.npz --prompt "ROMEO:"
+    python demos/sample_chargpt.py out/chargpt.safetensors --prompt "ROMEO:"
+    python demos/export_gpt2.py out/chargpt.safetensors out/chargpt-gpt2   # for PyTorch / Hugging Face
 
 Every eval_interval steps (and at the end) it prints `step N: train loss X, val loss Y`,
 each the mean loss of eval_iters random batches, and writes the checkpoint --out; at the
@@ -11,7 +12,8 @@ end it prints the loss over the whole validation split and a sample. The loss lo
 beside the checkpoint (.csv, and .png when matplotlib is installed), and so does the
 gradient health measured at each evaluation's step (.health.csv and .health.png, from
 nn/health.py). Ctrl-C stops after the current step, writes the checkpoint and exits with
-status 130; --resume continues from it exactly as if the run had never stopped.
+status 130; --resume continues from it exactly as if the run had never stopped (from an
+.npz checkpoint of tensorgrad 0.1 too).
 """
 import argparse
 import csv
@@ -50,6 +52,8 @@ class Config:
     n_embd: int = flag(128, "embedding width (channels)")
     block_size: int = flag(64, "context length in characters")
     dropout: float = flag(0.0, "dropout probability in training")
+    tie_weights: bool = flag(False, "the head reuses the token embedding's table, as GPT-2 and nanoGPT do "
+                                    "(off by default: here the untied head reached the lower val loss)")
     # training
     batch_size: int = flag(12, "sequences per step")
     max_iters: int = flag(2000, "optimizer steps in all")
@@ -71,18 +75,18 @@ class Config:
     eval_interval: int = flag(250, "steps between evaluations (each also writes the checkpoint)")
     eval_iters: int = flag(20, "batches per split averaged at each evaluation")
     sample_every: int = flag(0, "steps between printed samples; 0 samples only at the end")
-    out: str = flag("out/chargpt.npz", "checkpoint path; the loss log (.csv, .png) goes beside it")
+    out: str = flag("out/chargpt.safetensors", "checkpoint path; the loss log (.csv, .png) goes beside it")
     resume: bool = flag(False, "continue from the checkpoint at --out (flags given now override "
                                "its settings, except the model's shape)")
 
 
-MODEL_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "dropout")   # fixed once a model exists
+MODEL_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "dropout", "tie_weights")   # fixed once a model exists
 SAMPLE_CHARS = 200   # length of the samples printed while training
 Outputs = namedtuple("Outputs", "checkpoint loss_csv loss_png health_csv health_png")
 
 
 def outputs(out):
-    """Every file the job writes, named after --out: for out/chargpt.npz, the checkpoint
+    """Every file the job writes, named after --out: for out/chargpt.safetensors, the checkpoint
     itself, the loss log out/chargpt.csv and .png, the gradient health out/chargpt.health.csv
     and .health.png."""
     out = Path(out)
@@ -128,7 +132,8 @@ class Interrupt:
 
 
 def load_checkpoint(path):
-    """(model, tokenizer, meta) from a checkpoint written by this script."""
+    """(model, tokenizer, meta) from a checkpoint written by this script (a .safetensors
+    file, or an .npz of tensorgrad 0.1)."""
     if not Path(path).exists():
         raise nn.CheckpointError(f"{path}: no such checkpoint; train one with demos/train_chargpt.py "
                                  f"(without --resume)")
@@ -136,7 +141,7 @@ def load_checkpoint(path):
     if "model_config" not in meta or "tokenizer" not in meta:
         raise nn.CheckpointError(f"{path}: has no model config or tokenizer: not a "
                                  f"train_chargpt.py checkpoint")
-    model = nn.GPT(**meta["model_config"])
+    model = nn.GPT(**{"tie_weights": False, **meta["model_config"]})   # 0.1 had no tying
     model.load_state_dict(state)
     return model, data.CharTokenizer.from_chars(meta["tokenizer"]), meta
 
@@ -192,13 +197,14 @@ def main(argv=None):
     # a resumed run takes its model, tokenizer and settings from the checkpoint
     if config.resume:
         model, tokenizer, meta = load_checkpoint(out)
-        changed = [f"--{name} {given[name]} (the checkpoint has {meta['config'][name]})"
-                   for name in MODEL_FIELDS if name in given and given[name] != meta["config"][name]]
+        shape = {name: model.config[name] for name in MODEL_FIELDS}
+        changed = [f"--{name} {given[name]} (the checkpoint has {shape[name]})"
+                   for name in MODEL_FIELDS if name in given and given[name] != shape[name]]
         if changed:
             fail(f"--resume cannot change the model's shape: {', '.join(changed)}; drop those flags")
         known = {f.name for f in fields(Config)}   # a setting an older version had is dropped
         saved = {name: value for name, value in meta["config"].items() if name in known}
-        config = Config(**{**saved, **given, "out": str(out)})
+        config = Config(**{**saved, **shape, **given, "out": str(out)})
 
     text, about = data.load_corpus(config.data)
     print(f"corpus: {about}")
@@ -213,7 +219,7 @@ def main(argv=None):
     else:
         nn.manual_seed(config.seed)   # the initial weights, then dropout, draw from nn's generator
         model = nn.GPT(corpus.tokenizer.vocab_size, config.block_size, config.n_layer, config.n_head,
-                       config.n_embd, config.dropout)
+                       config.n_embd, config.dropout, tie_weights=config.tie_weights)
     optimizer = nn.optim.AdamW(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2),
                                weight_decay=config.weight_decay)
     if config.processes > 1:

@@ -1,11 +1,11 @@
-"""nn: layers, attention, the GPT model, optimizers and checkpoints on tensorgrad.
+"""nn: layers, attention, the GPT model, optimizers, checkpoints and the GPT-2 bridge on tensorgrad.
 
     import nn
     from nn import functional as F
     model = nn.GPT(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128)
     logits, loss = model(idx, targets)
 """
-from . import data, functional, health, memory, optim, parallel
+from . import data, export, functional, health, memory, optim, parallel, tensorfile
 from .checkpoint import CheckpointError, load, save
 from .layers import (GELU, Dropout, Embedding, LayerNorm, Linear, ReLU, SinusoidalPositionalEncoding,
                      Tanh)
@@ -17,4 +17,5 @@ __all__ = [
     "Module", "Parameter", "Sequential", "ModuleList", "Linear", "Embedding", "LayerNorm", "Dropout",
     "GELU", "ReLU", "Tanh", "SinusoidalPositionalEncoding", "MultiHeadAttention", "FeedForward",
     "TransformerBlock", "GPT", "data", "functional", "optim", "save", "load", "CheckpointError", "manual_seed",
+    "export",
 ]

@@ -5,7 +5,7 @@ from tensorgrad import Tensor
 
 from . import functional as F
 from .module import Module, Parameter
-from .rng import generator
+from .rng import generator, initial
 
 
 class Linear(Module):
@@ -17,8 +17,10 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True):
         bound = 1 / np.sqrt(in_features)
-        self.weight = Parameter(generator.uniform(-bound, bound, (in_features, out_features)).astype(np.float32))
-        self.bias = Parameter(generator.uniform(-bound, bound, out_features).astype(np.float32)) if bias else None
+        shape = (in_features, out_features)
+        self.weight = Parameter(initial(shape, lambda: generator.uniform(-bound, bound, shape)))
+        self.bias = (Parameter(initial(out_features, lambda: generator.uniform(-bound, bound, out_features)))
+                     if bias else None)
 
     def forward(self, x):
         return F.linear(x, self.weight, self.bias)   # x @ W + b, fused
@@ -42,7 +44,8 @@ class Embedding(Module):
     """A lookup table: row i is the vector of token i. Initialised N(0, 1) as in PyTorch."""
 
     def __init__(self, num_embeddings, dim):
-        self.weight = Parameter(generator.standard_normal((num_embeddings, dim)).astype(np.float32))
+        shape = (num_embeddings, dim)
+        self.weight = Parameter(initial(shape, lambda: generator.standard_normal(shape)))
 
     def forward(self, ids):
         ids = check_ids("Embedding", ids, self.weight.shape[0], "id")

@@ -135,9 +135,11 @@ class Module:
         """{dotted name: a copy of the parameter's array}."""
         return {name: p.data.copy() for name, p in self.named_parameters()}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state, assign=False):
         """Copy arrays into the parameters. Every name and shape is checked before anything
-        is written, so a mismatch loads nothing."""
+        is written, so a mismatch loads nothing. assign=True (as in PyTorch) makes the
+        state's arrays the parameters' own, cast only where the dtype differs: no copy of a
+        model read from a file (nn.GPT.from_gpt2)."""
         params = dict(self.named_parameters())
         missing = [n for n in params if n not in state]
         unexpected = [n for n in state if n not in params]
@@ -153,7 +155,10 @@ class Module:
                 raise TypeError(f"load_state_dict: '{name}' has dtype {value.dtype} in the state "
                                 f"but {p.dtype} in the model")
         for name, p in params.items():
-            np.copyto(p.data, state[name], casting="same_kind")
+            if assign:
+                p.data = np.ascontiguousarray(state[name], dtype=p.dtype)
+            else:
+                np.copyto(p.data, state[name], casting="same_kind")
 
     # ---- repr -------------------------------------------------------------------------
     def extra_repr(self):

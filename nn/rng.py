@@ -8,6 +8,7 @@ import numpy as np
 
 generator = np.random.default_rng()
 _instead = None   # the generator drawing_from() put in place of nn's, if any
+_skipping_init = False   # inside skipping_init(): layers leave their weights undrawn
 
 
 def manual_seed(seed):
@@ -38,3 +39,29 @@ def drawing_from(own):
         yield
     finally:
         _instead = previous
+
+
+@contextlib.contextmanager
+def skipping_init():
+    """Inside this block, new layers get placeholders for their weights instead of drawing
+    them (read-only zeros of the right shape, which take no memory), for a model whose
+    weights a file is about to replace (nn.GPT.from_gpt2, with load_state_dict(assign=True)):
+    GPT-2 small's 124M random numbers would take seconds and 500 MB, and move nn's stream."""
+    global _skipping_init
+    previous, _skipping_init = _skipping_init, True
+    try:
+        yield
+    finally:
+        _skipping_init = previous
+
+
+def initial(shape, draw):
+    """A layer's initial float32 weights of `shape`: draw() (from nn's generator), or a
+    placeholder inside skipping_init()."""
+    if _skipping_init:
+        return np.broadcast_to(np.float32(0), shape)   # one zero seen at every index
+    return draw().astype(np.float32)
+
+
+def init_skipped():
+    return _skipping_init

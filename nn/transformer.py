@@ -8,6 +8,7 @@ import numpy as np
 import tensorgrad as tg
 
 from . import functional as F
+from . import rng
 from .layers import Dropout, Embedding, LayerNorm, Linear, SinusoidalPositionalEncoding, check_ids
 from .module import Module, ModuleList
 from .rng import generator
@@ -78,16 +79,24 @@ class TransformerBlock(Module):
 
 class GPT(Module):
     """A decoder-only transformer over token ids: embeddings, n_layer blocks, a final
-    LayerNorm and a linear head to next-token logits. Initialised as GPT-2/nanoGPT."""
+    LayerNorm and a linear head to next-token logits. Initialised as GPT-2/nanoGPT.
+
+    tie_weights=True makes the head reuse the token embedding's table (as GPT-2 and nanoGPT
+    do): one parameter, tok_emb.weight (V, C), read by rows to embed a token and used
+    transposed to score every token, logits = x @ W_embᵀ; its gradient is the sum of both
+    uses. Untied, the head is a Linear of its own, head.weight (C, V)."""
 
     POSITIONS = ("learned", "sinusoidal", "none")
 
-    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd, dropout=0.0, pos="learned"):
+    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd, dropout=0.0, pos="learned",
+                 tie_weights=False):
         if pos not in self.POSITIONS:
             raise ValueError(f"GPT: pos must be one of {self.POSITIONS}, got {pos!r}")
+        if not isinstance(tie_weights, bool):
+            raise TypeError(f"GPT: tie_weights must be True or False, got {tie_weights!r}")
         self.config = dict(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer,
-                           n_head=n_head, n_embd=n_embd, dropout=dropout, pos=pos)
-        self.block_size = block_size
+                           n_head=n_head, n_embd=n_embd, dropout=dropout, pos=pos, tie_weights=tie_weights)
+        self.block_size, self.tie_weights = block_size, tie_weights
         self.tok_emb = Embedding(vocab_size, n_embd)
         self.pos_emb = {"learned": lambda: Embedding(block_size, n_embd),
                         "sinusoidal": lambda: SinusoidalPositionalEncoding(block_size, n_embd),
@@ -95,13 +104,24 @@ class GPT(Module):
         self.drop = Dropout(dropout)
         self.h = ModuleList(TransformerBlock(n_embd, n_head, dropout) for _ in range(n_layer))
         self.ln_f = LayerNorm(n_embd)
-        self.head = Linear(n_embd, vocab_size, bias=False)
+        self.head = None if tie_weights else Linear(n_embd, vocab_size, bias=False)
         self._init_weights(n_layer)
+
+    @classmethod
+    def from_gpt2(cls, directory):
+        """The model of a Hugging Face GPT-2 directory on disk (config.json and
+        model.safetensors, as transformers' save_pretrained writes them, the original GPT-2
+        weights included): the reverse of nn.export.to_gpt2. Nothing is downloaded."""
+        from .export import from_gpt2   # export.py builds a GPT: imported here, not at the top
+        return from_gpt2(directory)
 
     def _init_weights(self, n_layer):
         # N(0, 0.02) for every Linear and Embedding, biases 0, LayerNorms keep 1 and 0. The
         # projections that write into the residual stream (attn.proj, ffn.proj) get
         # 0.02/sqrt(2 n_layer), so the stream's variance does not grow with depth (GPT-2).
+        # A tied table is drawn once, as the embedding.
+        if rng.init_skipped():   # a file's weights replace these (from_gpt2)
+            return
         for name, module in self.named_modules():
             if isinstance(module, (Linear, Embedding)):
                 std = 0.02 / np.sqrt(2 * n_layer) if name.endswith(".proj") else 0.02
@@ -123,9 +143,16 @@ class GPT(Module):
         x = self.drop(x)
         for block in self.h:
             x = block(x)
-        logits = self.head(self.ln_f(x))                        # (B, T, V)
+        x = self.ln_f(x)
+        if self.tie_weights:   # the embedding table, transposed: each token's score is x · its row
+            logits = F.linear(x, self.tok_emb.weight.T)         # (B, T, C) @ (C, V) = x @ W_embᵀ
+        else:
+            logits = self.head(x)                               # (B, T, C) @ (C, V)
         loss = None if targets is None else F.cross_entropy(logits, targets)
         return logits, loss
+
+    def extra_repr(self):
+        return "head: tok_emb.weight transposed (tie_weights=True)" if self.tie_weights else ""
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, seed=None):
         """Extend idx (B, T) by sampling one token at a time from the model's next-token

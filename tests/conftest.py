@@ -3,6 +3,8 @@
 torch is never imported here: tests that compare against it import it with
 pytest.importorskip, so the suite runs (and those tests skip) without torch.
 """
+import json
+import zipfile
 import os
 import subprocess
 import sys
@@ -89,3 +91,18 @@ def graph_demo(tmp_path_factory):
             runs[name] = done.stdout, out
         return runs[name]
     return run
+
+
+@pytest.fixture(scope="session")
+def write_v01():
+    """write_v01(path, arrays, meta): a checkpoint in tensorgrad 0.1's layout, as its nn.save
+    wrote it: a zip of one uncompressed .npy per array (the optimizer's named "optimizer/..."),
+    and the metadata as UTF-8 JSON in the uint8 array "__meta__". Returns path."""
+    def write(path, arrays, meta):
+        arrays = {**arrays, "__meta__": np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)}
+        with zipfile.ZipFile(path, "w") as archive:
+            for name, array in arrays.items():
+                with archive.open(name + ".npy", "w") as member:
+                    np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+        return path
+    return write

@@ -54,7 +54,7 @@ def test_attention_heads_reads_a_train_chargpt_checkpoint(tmp_path):
     tokenizer = data.CharTokenizer(text)
     nn.manual_seed(0)
     model = nn.GPT(tokenizer.vocab_size, block_size=16, n_layer=2, n_head=2, n_embd=16)
-    checkpoint = tmp_path / "tiny.npz"
+    checkpoint = tmp_path / "tiny.safetensors"
     # the metadata demos/train_chargpt.py writes and reads back
     nn.save(str(checkpoint), model, model_config=model.config, tokenizer=tokenizer.chars, step=0, val_loss=None)
     out = run(["demos/attention_heads.py", "--checkpoint", str(checkpoint), "--text", "the cat sat",
@@ -74,3 +74,44 @@ def test_attention_cost_gives_the_same_verdict_and_memory_exponents_every_run(tm
     first, second = (verdict_and_memory(run(["demos/attention_cost.py", "--quick", "--out", str(tmp_path / name)],
                                             tmp_path)) for name in ("a", "b"))
     assert first == second and len(first[2]) == 2
+
+
+def test_attention_heads_reads_a_gpt2_folder_as_it_reads_the_checkpoint(tmp_path):
+    """The same model as a train_chargpt.py checkpoint and exported as a GPT-2 folder (its
+    characters in tokenizer.json): the same table."""
+    import nn
+    from nn import data
+    tokenizer = data.CharTokenizer("the cat sat on the mat. ")
+    nn.manual_seed(0)
+    model = nn.GPT(tokenizer.vocab_size, block_size=16, n_layer=2, n_head=2, n_embd=16)
+    checkpoint = nn.save(tmp_path / "tiny.safetensors", model, model_config=model.config, tokenizer=tokenizer.chars)
+    folder = nn.export.to_gpt2(model, tmp_path / "gpt2", tokenizer)
+    tables = []
+    for path in (checkpoint, folder):
+        run(["demos/attention_heads.py", "--checkpoint", str(path), "--text", "the cat sat", "--out", str(tmp_path)],
+            tmp_path)
+        tables.append((tmp_path / "attention_heads.txt").read_text(encoding="utf-8").split("\nmodel: ")[0])
+    assert tables[0] == tables[1] and "(11 characters)" in tables[0]
+
+
+def test_attention_heads_reads_a_gpt2_folder_with_a_subword_tokenizer(tmp_path):
+    """A GPT-2 layout folder whose tokenizer.json is a byte-level BPE, as GPT-2's own is
+    (trained here on a few sentences): the maps are drawn over its subword tokens."""
+    tokenizers = pytest.importorskip("tokenizers")
+    import nn
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(vocab_size=300,
+                                             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator(["Return the sum of a and b, or of all the items."] * 20, trainer)
+    nn.manual_seed(0)
+    model = nn.GPT(bpe.get_vocab_size(), block_size=32, n_layer=2, n_head=2, n_embd=16, tie_weights=True)
+    folder = nn.export.to_gpt2(model, tmp_path / "gpt2")
+    bpe.save(str(folder / "tokenizer.json"))
+    out = run(["demos/attention_heads.py", "--checkpoint", str(folder), "--out", str(tmp_path)], tmp_path)
+    assert f"checkpoint {folder}" in out
+    report = (tmp_path / "attention_heads.txt").read_text(encoding="utf-8")
+    count = len(bpe.encode("Return the sum of a and b, or of all the items.").ids)
+    assert f"input: 'Return the sum of a and b, or of all the items.' ({count} tokens)" in report
+    assert count < 20 and report.count("\n    1     1 ") == 1

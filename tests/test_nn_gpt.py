@@ -1,5 +1,6 @@
 """nn.GPT: layout and init as GPT-2/nanoGPT, forward (logits, loss), causality, loss at init
-near ln(vocab_size), gradcheck of every parameter in float64, positional-encoding options,
+near ln(vocab_size), gradcheck of every parameter in float64, weight tying (one table, its
+gradient the sum of both uses), building a model to load, positional-encoding options,
 token-id checks, generate (shape, prompt, seeds, greedy, top_k, cropping), and a tiny model
 overfitting a tiny text."""
 import time
@@ -166,6 +167,86 @@ def test_gpt_gradcheck_every_parameter_in_float64():
         p.data[...] += np.random.default_rng(p.size).standard_normal(p.shape) * 0.3
     idx, targets = tokens((2, 4), 5), tokens((2, 4), 5, seed=1)
     assert tg.gradcheck(lambda *ps: model(idx, targets)[1], *model.parameters())
+
+
+# ---- weight tying ----------------------------------------------------------------------------
+def test_a_tied_gpt_has_one_table_for_embedding_and_head():
+    untied, tied = tiny(), tiny(tie_weights=True)
+    assert [n for n, _ in untied.named_parameters()] == [n for n, _ in tied.named_parameters()] + ["head.weight"]
+    assert tied.head is None and list(tied.state_dict()) == [n for n, _ in tied.named_parameters()]
+    assert tied.num_parameters() == untied.num_parameters() - 16 * 11
+    assert tied.config["tie_weights"] is True and untied.config["tie_weights"] is False
+    assert "head: tok_emb.weight transposed (tie_weights=True)" in repr(tied)
+    idx = tokens((2, 5))   # logits = ln_f(x) @ W_embᵀ: each token's score is the dot with its row
+    with tg.no_grad():
+        x = tied.tok_emb(idx) + tied.pos_emb(np.arange(5))
+        for block in tied.h:
+            x = block(x)
+        expected = tied.ln_f(x).data @ tied.tok_emb.weight.data.T
+    np.testing.assert_allclose(tied(idx)[0].data, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_tied_tables_gradient_is_the_sum_of_its_two_uses():
+    """The tied model's gradient equals, in an untied twin whose head holds the same table
+    transposed, the embedding's gradient plus the head's (transposed back)."""
+    tied = tiny(tie_weights=True)
+    twin = tiny()
+    twin.load_state_dict({**tied.state_dict(), "head.weight": tied.tok_emb.weight.data.T})
+    idx, targets = tokens((3, 8)), tokens((3, 8), seed=1)
+    for model in (tied, twin):
+        model(idx, targets)[1].backward()
+    np.testing.assert_allclose(tied.tok_emb.weight.grad, twin.tok_emb.weight.grad + twin.head.weight.grad.T,
+                               rtol=1e-5, atol=1e-7)
+    assert np.abs(twin.head.weight.grad).max() > 0.01 and np.abs(twin.tok_emb.weight.grad).max() > 0.01   # both count
+
+
+def test_a_tied_gpt_gradchecks_in_float64():
+    nn.manual_seed(0)
+    model = nn.GPT(vocab_size=5, block_size=4, n_layer=1, n_head=2, n_embd=4, tie_weights=True).to(np.float64)
+    for p in model.parameters():
+        p.data[...] += np.random.default_rng(p.size).standard_normal(p.shape) * 0.3
+    idx, targets = tokens((2, 4), 5), tokens((2, 4), 5, seed=1)
+    assert tg.gradcheck(lambda *ps: model(idx, targets)[1], *model.parameters())
+
+
+def test_a_tied_table_is_drawn_once():
+    model = tiny(tie_weights=True)
+    _, loss = model(tokens((1, 4)), tokens((1, 4), seed=1))
+    source = tg.draw_graph(loss, show_data=False, show_grad=False).source
+    assert source.count("tok_emb.weight") == 1
+
+
+def test_tie_weights_must_be_a_bool():
+    with pytest.raises(TypeError, match="tie_weights must be True or False, got 'yes'"):
+        tiny(tie_weights="yes")
+
+
+# ---- building a model to load -----------------------------------------------------------------
+def test_skipping_init_draws_nothing_and_leaves_placeholders_that_take_no_memory():
+    nn.manual_seed(3)
+    state = nn.rng.get_state()
+    with nn.rng.skipping_init():
+        model = nn.GPT(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16)
+    assert nn.rng.get_state() == state   # nn's stream did not move
+    weight = model.h[0].attn.qkv.weight.data
+    assert weight.shape == (16, 48) and weight.strides == (0, 0) and not weight.flags.writeable
+    assert (model.ln_f.weight.data == 1).all()   # LayerNorm's deterministic 1 and 0 stay
+    drawn = tiny(seed=3)   # outside the block, init is as ever
+    assert np.abs(drawn.h[0].attn.qkv.weight.data).max() > 0
+
+
+def test_load_state_dict_assign_makes_the_arrays_the_parameters():
+    source = tiny(seed=1)
+    state = source.state_dict()
+    with nn.rng.skipping_init():
+        model = tiny()
+    model.load_state_dict(state, assign=True)
+    assert all(p.data is state[n] for n, p in model.named_parameters())   # no copy
+    idx = tokens((2, 5))
+    np.testing.assert_array_equal(model(idx)[0].data, source(idx)[0].data)
+    halves = {name: array.astype(np.float16) for name, array in state.items()}
+    model.load_state_dict(halves, assign=True)   # cast where the dtype differs
+    assert all(p.dtype == np.float32 and p.data.flags.writeable for p in model.parameters())
 
 
 @pytest.mark.parametrize("pos", ["sinusoidal", "none"])

@@ -1,7 +1,8 @@
-"""demos/train_chargpt.py and demos/sample_chargpt.py, run as a user runs them: in a
-subprocess, on a small generated text, with a tiny model."""
+"""demos/train_chargpt.py, demos/sample_chargpt.py and demos/export_gpt2.py, run as a user
+runs them: in a subprocess, on a small generated text, with a tiny model."""
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import safetensors.numpy
 
 import nn
 
@@ -50,7 +52,7 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(corpus, tmp_path_factory):
     """(checkpoint path, the run's stdout) of a 20-iteration run."""
-    out = tmp_path_factory.mktemp("run") / "chargpt.npz"
+    out = tmp_path_factory.mktemp("run") / "chargpt.safetensors"
     result = run("train_chargpt.py", "--data", corpus, *TINY, "--max_iters", 20, "--eval_interval", 10,
                  "--out", out)
     return out, result.stdout
@@ -96,32 +98,91 @@ def test_a_prompt_outside_the_vocabulary_is_a_clear_error(trained):
     assert "2 character(s) not in the vocabulary of 29: 'Z', 'É'" in result.stderr
 
 
-def test_resume_continues_bit_exactly(corpus, tmp_path):
+def test_resume_continues_bit_exactly_from_this_version_and_from_tensorgrad_01(corpus, tmp_path, write_v01):
     """100 iterations, then --resume for 100 more, give the very weights, optimizer moments
     and random states of 200 iterations in one go; dropout is on, so nn's RNG must travel too.
-    (The first half decays its learning rate over 200 steps, as the whole run does.)"""
+    (The first half decays its learning rate over 200 steps, as the whole run does.) The same
+    from the half-way checkpoint rewritten as tensorgrad 0.1's .npz (whose model_config had
+    no tie_weights)."""
     common = ["--data", corpus, *TINY, "--dropout", 0.1, "--eval_interval", 50]
-    whole, halves = tmp_path / "whole.npz", tmp_path / "halves.npz"
+    whole, halves = tmp_path / "whole.safetensors", tmp_path / "halves.safetensors"
+    old = tmp_path / "old" / "halves.npz"
     run("train_chargpt.py", *common, "--max_iters", 200, "--out", whole)
     run("train_chargpt.py", *common, "--max_iters", 100, "--lr_decay_iters", 200, "--out", halves)
-    resumed = run("train_chargpt.py", "--resume", "--max_iters", 200, "--out", halves).stdout
-    assert f"resuming from {halves} at step 100" in resumed
-    assert re.findall(r"^step (\d+):", resumed, re.M) == ["150", "200"]
-    with np.load(whole) as a, np.load(halves) as b:
-        assert sorted(a.files) == sorted(b.files)
-        for name in a.files:
-            if name != "__meta__":
-                assert np.array_equal(a[name], b[name]), name
-    meta_whole, meta_halves = nn.load(whole)[1], nn.load(halves)[1]
-    for key in ("step", "rng", "batch_rng", "history", "full_val_loss"):
-        assert meta_whole[key] == meta_halves[key], key
-    # the gradient health too: the resumed run keeps the first half's rows and adds the same ones
-    assert whole.with_suffix(".health.csv").read_text() == halves.with_suffix(".health.csv").read_text()
+    old.parent.mkdir()
+    meta = nn.load(halves)[1]
+    meta["model_config"].pop("tie_weights")
+    meta["config"].pop("tie_weights")
+    write_v01(old, safetensors.numpy.load_file(halves), meta)
+    shutil.copy(halves.with_suffix(".health.csv"), old.with_suffix(".health.csv"))
+    assert nn.load(old)[1] == meta
+    expected = safetensors.numpy.load_file(whole)
+    meta_whole = nn.load(whole)[1]
+    for checkpoint in (halves, old):
+        resumed = run("train_chargpt.py", "--resume", "--max_iters", 200, "--out", checkpoint).stdout
+        assert f"resuming from {checkpoint} at step 100" in resumed
+        assert re.findall(r"^step (\d+):", resumed, re.M) == ["150", "200"]
+        arrays = safetensors.numpy.load_file(checkpoint)   # the checkpoint is written back as safetensors
+        assert sorted(arrays) == sorted(expected)
+        for name, array in expected.items():
+            assert np.array_equal(arrays[name], array), name
+        meta_resumed = nn.load(checkpoint)[1]
+        for key in ("step", "rng", "batch_rng", "history", "full_val_loss"):
+            assert meta_whole[key] == meta_resumed[key], key
+        # the gradient health too: the resumed run keeps the first half's rows and adds the same ones
+        assert whole.with_suffix(".health.csv").read_text() == checkpoint.with_suffix(".health.csv").read_text()
+
+
+def test_tie_weights_trains_one_table_and_a_resume_keeps_it(corpus, tmp_path):
+    out = tmp_path / "tied.safetensors"
+    run("train_chargpt.py", "--data", corpus, *TINY, "--max_iters", 10, "--eval_interval", 5, "--tie_weights",
+        "--out", out)
+    state, meta = nn.load(out)
+    assert meta["model_config"]["tie_weights"] is True and "head.weight" not in state
+    untied = nn.GPT(29, 8, 1, 2, 16)
+    assert nn.GPT(29, 8, 1, 2, 16, tie_weights=True).num_parameters() == untied.num_parameters() - 16 * 29
+    resumed = run("train_chargpt.py", "--resume", "--max_iters", 15, "--out", out).stdout
+    assert "resuming from" in resumed and nn.load(out)[1]["config"]["tie_weights"] is True
+    bad = run("train_chargpt.py", "--tie_weights=yes", check=False)
+    assert bad.returncode == 2 and "--tie_weights: ignored explicit argument 'yes'" in bad.stderr
+
+
+def test_a_resume_cannot_tie_an_untied_model(trained):
+    out, _ = trained
+    result = run("train_chargpt.py", "--resume", "--out", out, "--tie_weights", check=False)
+    assert result.returncode == 1
+    assert "cannot change the model's shape: --tie_weights True (the checkpoint has False)" in result.stderr
+
+
+def test_export_gpt2_writes_a_folder_that_samples_like_the_checkpoint(trained, tmp_path):
+    out, _ = trained
+    folder = tmp_path / "gpt2"
+    printed = run("export_gpt2.py", out, folder).stdout
+    assert f"wrote {folder / 'model.safetensors'}" in printed and "GPT2LMHeadModel.from_pretrained" in printed
+    assert sorted(os.listdir(folder)) == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    again = run("export_gpt2.py", out, folder, check=False)
+    assert again.returncode == 2 and "already holds config.json, model.safetensors" in again.stderr
+    run("export_gpt2.py", out, folder, "--overwrite")
+    sampled = [run("sample_chargpt.py", path, "--prompt", "ANNA:", "--max_new_tokens", 30, "--seed", 3).stdout
+               for path in (out, folder)]
+    assert sampled[0] == sampled[1] and sampled[0].startswith("ANNA:")
+
+
+def test_export_gpt2_refuses_what_gpt2_cannot_express(tmp_path):
+    tokenizer = nn.data.CharTokenizer("abc \n")
+    nn.manual_seed(0)
+    model = nn.GPT(tokenizer.vocab_size, 8, 1, 2, 8, pos="sinusoidal")
+    checkpoint = nn.save(tmp_path / "sin.safetensors", model, model_config=model.config, tokenizer=tokenizer.chars)
+    result = run("export_gpt2.py", checkpoint, tmp_path / "gpt2", check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "GPT-2 cannot express this model: positions pos='sinusoidal'" in result.stderr
+    missing = run("export_gpt2.py", tmp_path / "none.safetensors", tmp_path / "gpt2", check=False)
+    assert missing.returncode == 2 and "no such checkpoint" in missing.stderr
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT cannot be sent to a child process on Windows")
 def test_ctrl_c_stops_after_the_step_with_a_checkpoint(corpus, tmp_path):
-    out = tmp_path / "chargpt.npz"
+    out = tmp_path / "chargpt.safetensors"
     process = subprocess.Popen(command("train_chargpt.py", "--data", corpus, *TINY, "--max_iters", 10**6,
                                        "--eval_interval", 10**5, "--out", out),
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=environment())
@@ -152,7 +213,7 @@ def test_help_documents_every_flag_with_its_default():
         assert re.search(r"\(default: [^)]+\)$", options[f"--{name}"]), options.get(f"--{name}")
     text = " ".join(text.split())
     for default in ("--n_layer INT transformer blocks (default: 4)", "(default: 0.001)",
-                    "(default: out/chargpt.npz)", "(default: 0.99)"):
+                    "(default: out/chargpt.safetensors)", "(default: 0.99)"):
         assert default in text
 
 
@@ -172,7 +233,7 @@ def test_data_and_resume_errors_are_one_line_without_a_traceback(tmp_path, train
     short.write_text("a few words only\n")
     for args, message in [(["--data", empty], f"{empty}: the file is empty"),
                           (["--data", short, "--block_size", 8], "too few for block_size 8"),
-                          (["--resume", "--out", tmp_path / "none.npz"], "no such checkpoint"),
+                          (["--resume", "--out", tmp_path / "none.safetensors"], "no such checkpoint"),
                           (["--resume", "--out", trained[0], "--n_layer", 2], "cannot change the model's shape")]:
         result = run("train_chargpt.py", *args, check=False)
         assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
@@ -184,6 +245,6 @@ def test_data_and_resume_errors_are_one_line_without_a_traceback(tmp_path, train
 def test_a_few_hundred_steps_on_shakespeare_learn_the_language(tmp_path):
     result = run("train_chargpt.py", "--data", SHARED_SHAKESPEARE, "--n_layer", 2, "--n_head", 4, "--n_embd", 64,
                  "--block_size", 32, "--batch_size", 16, "--max_iters", 300, "--lr", 3e-3, "--warmup_iters", 30,
-                 "--eval_interval", 100, "--out", tmp_path / "chargpt.npz")
+                 "--eval_interval", 100, "--out", tmp_path / "chargpt.safetensors")
     loss = float(re.search(r"^final val loss \(full split\): (\S+)$", result.stdout, re.M).group(1))
     assert loss < 2.5, result.stdout

@@ -1,0 +1,184 @@
+"""Files of tensors, read as untrusted input; safetensors files written atomically.
+
+Two formats come in: safetensors (tensorgrad's checkpoints, and Hugging Face's
+model.safetensors) and the .npz checkpoints of tensorgrad 0.1. A file may be damaged,
+truncated, or made to mislead, so what its bytes claim is checked here, in one place,
+before any memory is taken for it: a header must fit inside the file, each tensor's bytes
+must lie inside the data and be exactly as many as its dtype and shape need, and together
+they must cover the data with no gap and no overlap. Nothing in a file is ever executed
+(no pickle). Every refusal is a CheckpointError naming the file and what is wrong.
+The safetensors package writes the files (safetensors.numpy.save); reading, once the
+header has passed, is a seek and a read into each array, so the checks and the offsets
+they checked are the ones used.
+
+A safetensors file is 8 bytes (little-endian u64 n), n bytes of JSON header
+{name: {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__":
+{str: str}}, then the data; offsets count from the start of the data.
+"""
+import json
+import math
+import os
+import struct
+import zipfile
+
+import numpy as np
+
+from .atomic import write_atomically
+
+MAX_HEADER_BYTES = 100_000_000   # safetensors' own limit: a header is names and numbers, not data
+DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+          "I16": np.int16, "I8": np.int8, "U64": np.uint64, "U32": np.uint32, "U16": np.uint16,
+          "U8": np.uint8, "BOOL": np.bool_}   # the safetensors dtypes numpy has
+
+
+class CheckpointError(ValueError):
+    """The file is not a readable checkpoint: damaged, truncated or foreign."""
+
+
+# ---- safetensors ---------------------------------------------------------------------------
+def write_safetensors(path, arrays, metadata):
+    """{name: ndarray} and metadata {str: str} as one safetensors file at `path`, written to
+    a temporary file and renamed (nn/atomic.py). The file is built in memory first."""
+    # imported here, at the first save: importing safetensors.numpy moves glibc's malloc
+    # thresholds for the whole process (as nn.memory does on purpose), so `import nn` leaves it out
+    import safetensors.numpy
+    arrays = {name: np.ascontiguousarray(array) for name, array in arrays.items()}   # it reads raw memory
+    contents = safetensors.numpy.save(arrays, metadata)
+    write_atomically(path, lambda file: file.write(contents))
+
+
+def read_safetensors(path, names=None):
+    """({name: ndarray}, metadata {str: str}) of a safetensors file, its header checked first
+    (safetensors_layout); `names` reads only those tensors. Each tensor's bytes are read
+    straight into the array returned (writable, its own): no mapping of the file, no
+    intermediate copy, so a model read this way takes its own size in memory."""
+    layout, data_start, metadata = safetensors_layout(path)
+    missing = [name for name in names or () if name not in layout]
+    if missing:
+        raise CheckpointError(f"{path}: has no tensor {missing[0]!r}")
+    arrays = {}
+    with open(path, "rb") as file:
+        for name in layout if names is None else names:
+            dtype, shape, begin = layout[name]
+            array = arrays[name] = np.empty(shape, dtype)
+            file.seek(data_start + begin)
+            if file.readinto(array.reshape(-1).view(np.uint8)) != array.nbytes:   # the file shrank since
+                raise CheckpointError(f"{path}: truncated while reading tensor {name!r}")
+    return arrays, metadata
+
+
+def safetensors_layout(path):
+    """The header of a safetensors file, checked against the file's size before anything
+    else is read: ({name: (numpy dtype, shape, offset of its bytes in the data)}, where the
+    data starts in the file, metadata {str: str})."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as file:
+        prefix = file.read(8)
+        if len(prefix) < 8:
+            raise CheckpointError(f"{path}: not a checkpoint: {size} bytes, too short for a safetensors file "
+                                  "(8 bytes of header length first)")
+        (length,) = struct.unpack("<Q", prefix)
+        if length > min(MAX_HEADER_BYTES, size - 8):
+            raise CheckpointError(f"{path}: not a checkpoint, or truncated: its header length {length:,} is more than "
+                                  + (f"the {size - 8:,} bytes that follow it" if length <= MAX_HEADER_BYTES
+                                     else f"a safetensors header may have ({MAX_HEADER_BYTES:,})"))
+        text = file.read(length)
+    try:
+        header = json.loads(text.decode("utf-8"), object_pairs_hook=_refuse_repeats)
+    except ValueError as error:   # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise CheckpointError(f"{path}: not a checkpoint: its header is not JSON text ({error})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: not a checkpoint: its header is a JSON {type(header).__name__}, not an object")
+    metadata = header.pop("__metadata__", {})
+    if not (isinstance(metadata, dict) and all(isinstance(value, str) for value in metadata.values())):
+        raise CheckpointError(f"{path}: its __metadata__ must map text to text, got {str(metadata)[:80]}")
+    data_size = size - 8 - length
+    layout, spans = {}, []
+    for name, entry in header.items():
+        dtype, shape, begin, end = _tensor_entry(path, name, entry, data_size)
+        layout[name] = (dtype, shape, begin)
+        spans.append((begin, end, name))
+    covered = 0
+    for begin, end, name in sorted(spans):   # the tensors must tile the data: no gap, no overlap
+        if begin != covered:
+            raise CheckpointError(f"{path}: tensor {name!r} starts at byte {begin:,} of the data, expected {covered:,} "
+                                  f"({'a gap' if begin > covered else 'an overlap'} before it)")
+        covered = end
+    if covered != data_size:
+        raise CheckpointError(f"{path}: its tensors cover {covered:,} bytes of data but {data_size:,} follow the "
+                              "header (truncated, or bytes appended)")
+    return layout, 8 + length, metadata
+
+
+def _tensor_entry(path, name, entry, data_size):
+    """(dtype, shape, begin, end) of one header entry, each checked."""
+    where = f"{path}: tensor {name!r}"
+    if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
+        raise CheckpointError(f"{where}: expected {{dtype, shape, data_offsets}}, got {str(entry)[:80]}")
+    code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if code not in DTYPES:
+        hint = " (numpy has no bfloat16: save the model in float32)" if code == "BF16" else ""
+        raise CheckpointError(f"{where}: dtype {code!r} is not one of {', '.join(DTYPES)}{hint}")
+    if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape)):
+        raise CheckpointError(f"{where}: shape must be a list of sizes >= 0, got {shape!r}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(n) is int for n in offsets)
+            and 0 <= offsets[0] <= offsets[1] <= data_size):
+        raise CheckpointError(f"{where}: data_offsets {offsets!r} are not a range inside the "
+                              f"{data_size:,} bytes of data")
+    dtype = np.dtype(DTYPES[code]).newbyteorder("<")   # safetensors stores little-endian
+    needed = math.prod(shape) * dtype.itemsize   # python ints: a huge shape cannot overflow
+    if offsets[1] - offsets[0] != needed:
+        raise CheckpointError(f"{where}: {code} of shape {tuple(shape)} needs {needed:,} bytes, its data_offsets "
+                              f"give {offsets[1] - offsets[0]:,}")
+    return dtype, tuple(shape), offsets[0], offsets[1]
+
+
+def _refuse_repeats(pairs):
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        repeated = next(key for key in keys if keys.count(key) > 1)
+        raise ValueError(f"the name {repeated!r} appears twice")
+    return dict(pairs)
+
+
+# ---- the .npz of tensorgrad 0.1 ------------------------------------------------------------
+def read_npz(path):
+    """{name: ndarray} of an .npz written by tensorgrad 0.1: a zip of uncompressed .npy
+    members. Each member's .npy header is checked against the member's size before its
+    array is read, and object arrays (which need pickle) are refused unread; zip's CRC
+    catches a damaged byte."""
+    if not zipfile.is_zipfile(path):   # also catches truncation: the zip index sits at the end
+        raise CheckpointError(f"{path}: not a checkpoint (an .npz zip archive), or truncated")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+            if len(set(names)) != len(names):
+                raise CheckpointError(f"{path}: corrupted: an entry's name appears twice")
+            return {info.filename.removesuffix(".npy"): _npy_member(path, archive, info)
+                    for info in archive.infolist()}
+    except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError, zipfile.BadZipFile, KeyError) as error:
+        # zipfile reports a damaged archive in many ways (bad CRC, "encrypted", unknown method...)
+        raise CheckpointError(f"{path}: corrupted ({type(error).__name__}: {error})") from None
+
+
+def _npy_member(path, archive, info):
+    where = f"{path}: entry {info.filename!r}"
+    if not info.filename.endswith(".npy"):
+        raise CheckpointError(f"{where} is not a numpy array (.npy): not a tensorgrad checkpoint")
+    if info.compress_type != zipfile.ZIP_STORED or info.file_size > os.path.getsize(path):
+        raise CheckpointError(f"{where}: compressed, or larger than the file: tensorgrad 0.1 wrote neither")
+    with archive.open(info) as member:
+        version = np.lib.format.read_magic(member)   # a ValueError unless it starts as an .npy file
+        if version not in ((1, 0), (2, 0)):
+            raise CheckpointError(f"{where}: .npy format version {version}: tensorgrad 0.1 wrote 1.0")
+        shape, _, dtype = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)(member)
+        if dtype.hasobject:
+            raise CheckpointError(f"{where}: holds pickled objects, which a checkpoint never does; refusing to "
+                                  "load it")
+        needed = math.prod(shape) * dtype.itemsize
+        if member.tell() + needed != info.file_size:
+            raise CheckpointError(f"{where}: its header claims {dtype} of shape {shape} ({needed:,} bytes) but the "
+                                  f"entry holds {info.file_size - member.tell():,}")
+        member.seek(0)
+        return np.lib.format.read_array(member, allow_pickle=False)
