@@ -254,16 +254,32 @@ class Scatter:
         self.index, self.values, self.repeats = index, values, repeats
 
     def add_into(self, grad):
-        if self.repeats:
-            np.add.at(grad, self.index, self.values)   # a position picked twice gets both
-        else:
+        if not self.repeats:
             grad[self.index] += self.values
+        elif type(self.index) is np.ndarray:   # rows picked by one array of ids: an embedding's lookup
+            add_rows(grad, self.index, self.values)
+        else:
+            np.add.at(grad, self.index, self.values)   # a position picked twice gets both
 
     def dense(self, shape, dtype):
         """The whole gradient, as an array of `shape`."""
         grad = np.zeros(shape, dtype)
         self.add_into(grad)
         return grad
+
+
+def add_rows(grad, rows, values):
+    """grad[rows[i]] += values[i] for every i, a row picked twice getting both (np.add.at's
+    result, several times faster): sort the ids so that each row's picks are one run, sum
+    each run (np.add.reduceat), then add each row's sum once."""
+    rows = rows.reshape(-1) % len(grad)   # a negative id counts from the end: the same row
+    values = values.reshape(len(rows), *grad.shape[1:])
+    order = np.argsort(rows, kind="stable")
+    rows, values = rows[order], values[order]
+    starts = np.flatnonzero(np.diff(rows, prepend=-1))   # where each row's run begins
+    if len(starts) < len(rows):   # some row picked more than once (an embedding's repeated ids)
+        rows, values = rows[starts], np.add.reduceat(values, starts, axis=0)
+    grad[rows] += values
 
 
 def dense(contribution, shape, dtype):
