@@ -117,7 +117,7 @@ class DataParallel:
             self.optimizer.step()
             return norm
         self._check_workers()
-        groups = self._groups([p.size for p in self.optimizer.params])
+        groups = balanced_groups([p.size for p in self.optimizer.params], self.processes)
         settings = {name: value for name, value in vars(self.optimizer).items()   # lr, betas, ...
                     if isinstance(value, (int, float, tuple))}
         has_grad = [p.grad is not None for p in self.params]
@@ -127,16 +127,6 @@ class DataParallel:
         messages = [("step", group, settings, has_grad) for group in groups[1:]]
         self._exchange(messages, lambda: self.optimizer.step(groups[0]))
         return norm
-
-    def _groups(self, sizes):
-        """Indices into `sizes` in one group per process, of about equal total size: the
-        largest first, each to the group with the fewest elements so far."""
-        groups, totals = [[] for _ in range(self.processes)], [0] * self.processes
-        for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
-            lightest = totals.index(min(totals))
-            groups[lightest].append(i)
-            totals[lightest] += sizes[i]
-        return groups
 
     def _check_workers(self):
         if not self.workers or any(p.data is not shared for p, shared in zip(self.params, self.shared)):
@@ -163,7 +153,7 @@ class DataParallel:
         if backward:
             nothing = [False] * len(self.params)   # a worker left idle by a small batch
             has_grad = [has_grad] + [has for _, has in replies] + [nothing] * (len(self.workers) - len(replies))
-            groups = self._groups([p.size for p in self.params])
+            groups = balanced_groups([p.size for p in self.params], self.processes)
             self._exchange([("sum", group, has_grad) for group in groups[1:]],
                            lambda: _sum(groups[0], has_grad, self.grads, self.totals))
             for i, p in enumerate(self.params):
@@ -295,6 +285,17 @@ def _stop(workers):
         process.join(timeout=5)
         if process.is_alive():
             process.terminate()
+
+
+def balanced_groups(sizes, count):
+    """Indices into `sizes` in `count` groups of about equal total size (one per process):
+    the largest first, each to the group with the fewest elements so far."""
+    groups, totals = [[] for _ in range(count)], [0] * count
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        lightest = totals.index(min(totals))
+        groups[lightest].append(i)
+        totals[lightest] += sizes[i]
+    return groups
 
 
 def shared_arrays(like):
