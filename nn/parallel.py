@@ -206,11 +206,37 @@ def _part(model, x, y, share, seed, backward):
 
 
 def _serve(model, optimizer, k, grads, totals, connection):
-    """Worker process k: run what it is sent, until the connection closes or brings None:
-    a part (its gradients copied into grads[k]), a group's sum of every process's
-    gradients (into totals), or a group's optimizer update (with the sums)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the main process to handle
+    """Worker process k: run what it is sent (see serve): a part (its gradients copied
+    into grads[k]), a group's sum of every process's gradients (into totals), or a
+    group's optimizer update (with the sums)."""
     params = model.parameters()
+
+    def handle(message):
+        for p in params:   # zero_grad, without walking the module tree each time
+            p.grad = None
+        kind, *arguments = message
+        if kind == "part":
+            x, y, share, seed, training, backward = arguments
+            model.train(training)
+            part_loss = _part(model, x, y, share, seed, backward)
+            return part_loss, _copy_grads(params, grads[k]) if backward else None
+        if kind == "sum":
+            group, has_grad = arguments
+            return _sum(group, has_grad, grads, totals)
+        group, settings, has_grad = arguments   # "step": this process's group of the optimizer's update
+        vars(optimizer).update(settings)
+        for p, total, has in zip(params, totals, has_grad):
+            p.grad = total if has else None
+        optimizer.step(group)
+        return None
+    serve(connection, handle)
+
+
+def serve(connection, handle):
+    """A worker process's loop: answer each message with ("done", handle(message)), or
+    ("error", the traceback) when it raises, until the connection closes or brings None.
+    _receive reads the answers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the main process to handle
     while True:
         try:
             message = connection.recv()
@@ -219,25 +245,7 @@ def _serve(model, optimizer, k, grads, totals, connection):
         if message is None:
             return
         try:
-            for p in params:   # zero_grad, without walking the module tree each time
-                p.grad = None
-            kind, *arguments = message
-            if kind == "part":
-                x, y, share, seed, training, backward = arguments
-                model.train(training)
-                part_loss = _part(model, x, y, share, seed, backward)
-                reply = (part_loss, _copy_grads(params, grads[k]) if backward else None)
-            elif kind == "sum":
-                group, has_grad = arguments
-                reply = _sum(group, has_grad, grads, totals)
-            else:   # "step": this process's group of the optimizer's update
-                group, settings, has_grad = arguments
-                vars(optimizer).update(settings)
-                for p, total, has in zip(params, totals, has_grad):
-                    p.grad = total if has else None
-                optimizer.step(group)
-                reply = None
-            connection.send(("done", reply))
+            connection.send(("done", handle(message)))
         except Exception:
             connection.send(("error", traceback.format_exc()))
 
