@@ -7,8 +7,9 @@
 
 The same model as nn.GPT with pos="learned" and no dropout (nanoGPT's: learned positions,
 pre-LN blocks, causal attention, tanh-GELU, an untied head without bias, mean
-cross-entropy), then clip_grad_norm and AdamW as nn.optim has them, decay on ndim >= 2
-only, each parameter's own bias correction. No autodiff: each layer's backward is derived
+cross-entropy), then clip_grad_norm and AdamW as nn.optim has them (decay on ndim >= 2
+only, each parameter's own bias correction; the moments' arithmetic is nn.optim.adam_update,
+so both steps run the same optimizer). No autodiff: each layer's backward is derived
 by hand and stands below its forward, the local derivative stated beside the line that
 applies it. What bench/gpt_step.py measures against this is the engine's own cost (graph
 building, vjp calls, fresh arrays); so it is written the way a careful numpy programmer
@@ -28,13 +29,12 @@ N = B * T rows (every position of the batch, as one matrix).
 """
 import math
 import multiprocessing
-import signal
-import traceback
 import weakref
 
 import numpy as np
 
-from nn.parallel import _receive, _stop, balanced_groups, shared_arrays
+from nn.optim import adam_update
+from nn.parallel import _receive, _stop, balanced_groups, serve, shared_arrays
 
 GELU_C, GELU_K = math.sqrt(2 / math.pi), 0.044715   # GELU's tanh approximation: c·(x + k·x³)
 
@@ -331,10 +331,8 @@ class NumpyTrainer:
     def forward_backward(self, x, y):
         """The mean loss on the batch (x, y); grads = its gradient, grad_norm = its norm.
         Each process takes a part of the rows, the loss weighted by its share of them."""
-        parts = [slice(rows[0], rows[-1] + 1) for rows in np.array_split(np.arange(len(x)), self.processes)
-                 if len(rows)]
-        messages = [("part", x[rows], y[rows], (rows.stop - rows.start) / len(x)) for rows in parts]
-        messages += [("part", None, None, 0.0)] * (self.processes - len(parts))   # a batch of fewer rows
+        messages = [("part", x_part, y_part, len(x_part) / len(x))
+                    for x_part, y_part in zip(np.array_split(x, self.processes), np.array_split(y, self.processes))]
         loss, losses = self._exchange(messages[1:], lambda: self._part(0, *messages[0][1:]))
         own, others = self._exchange([("sum",)] * len(self.workers), lambda: self._sum(0))
         self.grad_norm = math.sqrt(own + sum(others))
@@ -343,7 +341,7 @@ class NumpyTrainer:
     # what each process does: k = 0 is this one, the others are forked workers
     def _part(self, k, x, y, share):
         """d(share · loss on (x, y))/d parameter into process k's gradients; returns share · loss."""
-        if x is None:   # no rows for this process: its gradients count zero
+        if not len(x):   # a batch of fewer rows than processes: this one's gradients count zero
             for grad in self.part_grads[k]:
                 grad[...] = 0
             return 0.0
@@ -363,47 +361,22 @@ class NumpyTrainer:
 
     def _update(self, k, scale):
         """clip_grad_norm's scale, then AdamW, for process k's group of the parameters."""
-        beta1, beta2 = self.betas
         for i in self.groups[k]:
-            w, g, m, v = self.weights[i], self.part_grads[0][i], self.m[i], self.v[i]
-            tmp = self.scratch[:w.size].reshape(w.shape)
+            w, g = self.weights[i], self.part_grads[0][i]
             if scale != 1.0:
-                g *= scale                                # clip: the global norm to max_norm
-            self.updates[i] += 1
-            t = int(self.updates[i])                      # a python int: numpy scalars would make the math float64
+                g *= scale                                # clip: the global norm down to max_norm
             if w.ndim >= 2:
                 w *= 1 - self.lr * self.weight_decay      # decoupled weight decay, matrices only
-            np.subtract(g, m, out=tmp)
-            tmp *= 1 - beta1
-            m += tmp                                      # m = beta1 m + (1 - beta1) g
-            np.multiply(g, g, out=tmp)
-            tmp -= v
-            tmp *= 1 - beta2
-            v += tmp                                      # v = beta2 v + (1 - beta2) g²
-            # bias correction: lr (m / c1) / (sqrt(v / c2) + eps), c = 1 - beta^t, is
-            # step · m / (sqrt(v) + eps·sqrt(c2)) with step = lr·sqrt(c2) / c1
-            root_c2 = math.sqrt(1 - beta2 ** t)
-            np.sqrt(v, out=tmp)
-            tmp += self.eps * root_c2
-            np.divide(m, tmp, out=tmp)
-            tmp *= self.lr * root_c2 / (1 - beta1 ** t)
-            w -= tmp
+            self.updates[i] += 1                          # each parameter's own count, for its bias correction
+            # nn.optim's Adam arithmetic, shared: in place, scratch from one buffer, no allocation;
+            # t a python int, so that no scalar factor turns the float32 passes into float64 ones
+            adam_update(w, g, self.m[i], self.v[i], self.scratch[:w.size].reshape(w.shape), int(self.updates[i]),
+                        self.lr, self.betas, self.eps)
 
     def _serve(self, k, connection):
         """Worker process k: run each message it is sent until the connection closes."""
-        signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C is for the main process
         actions = {"part": self._part, "sum": self._sum, "update": self._update}
-        while True:
-            try:
-                message = connection.recv()
-            except EOFError:
-                return
-            if message is None:
-                return
-            try:
-                connection.send(("done", actions[message[0]](k, *message[1:])))
-            except Exception:
-                connection.send(("error", traceback.format_exc()))
+        serve(connection, lambda message: actions[message[0]](k, *message[1:]))
 
     def _exchange(self, messages, here):
         """Send messages[k - 1] to worker k, run here() meanwhile; returns (here()'s result,
