@@ -133,3 +133,16 @@ def test_the_step_benchmark_times_each_new_engine_in_a_child_process(engine):
     assert done.returncode == 0, done.stderr
     ms, mib = map(float, done.stdout.split()[-2:])
     assert ms > 0 and mib > 0
+
+
+def test_the_time_split_benchmark_prints_every_row_and_they_add_up_to_the_step():
+    done = subprocess.run([sys.executable, str(BENCH / "step_split.py"), "--rows", "1", "--steps", "3"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    from step_split import ROWS
+    lines = {line[:50].strip(): line[50:].split() for line in done.stdout.splitlines() if len(line) > 50}
+    rows = [lines[title] for title, _, _ in ROWS]   # each: tensorgrad ms, share, numpy ms, share
+    total = lines["total, with the timers"]
+    for engine in (0, 2):   # every moment of a step is in one row
+        assert sum(float(row[engine]) for row in rows) == pytest.approx(float(total[engine // 2]), rel=0.1)
+    assert float(lines["matrix products (GEMMs, replayed alone)"][0]) > 0
