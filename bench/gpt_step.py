@@ -21,7 +21,7 @@ the median over rounds of each process's median step. MFU is the step's matmul F
 second over the float32 matmul rate numpy reaches on this machine, measured at the start.
 --memory reports each engine's peak resident memory over a 200-step run (tensorgrad's
 with its worker processes': their peaks added, so pages they share count twice). PyTorch is
-optional: without it only tensorgrad's figures are printed.
+optional: without it, tensorgrad's and the hand-written step's figures are printed.
 """
 import argparse
 import importlib.util
@@ -224,7 +224,7 @@ def main():
           f"{'pytorch ms':>10s} {'ratio tg/pt':>11s} {'numpy ms':>9s} {'ratio tg/np':>11s}")
     one_process = None
     for title, config in configs:
-        # the default model's processes also time one process each, in the same alternation
+        # for the default model, the one-process engines join the same alternation
         extra = list(ONE_PROCESS) if config is CONFIG else []
         ms = compare(config, args.steps, args.threads, args.rounds, ["tensorgrad", *peers, *extra])
         if extra:
