@@ -238,8 +238,8 @@ def main():
         print(line, flush=True)
 
     ms = one_process
-    print(f"\none process each, nanoGPT CPU config: tensorgrad and numpy on {args.threads} BLAS threads "
-          f"(pytorch: the figure above, {args.threads} threads)")
+    print(f"\none process each, nanoGPT CPU config: tensorgrad and numpy on {args.threads} BLAS threads"
+          + (f" (pytorch: the figure above, {args.threads} threads)" if has_torch else ""))
     print(f"{'step':44s} {'ms':>6s} {'ratio to numpy':>14s} {'ratio to pytorch':>16s}")
     rows = [("tensorgrad (nn.parallel, one process)", "tensorgrad-1"), ("numpy (bench/numpy_step.py)", "numpy-1"),
             ("README's loop (no keep_freed_memory call)", "readme")]
