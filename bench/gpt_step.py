@@ -1,4 +1,5 @@
-"""One GPT training step (forward, backward, grad clip, AdamW): tensorgrad vs PyTorch.
+"""One GPT training step (forward, backward, grad clip, AdamW): tensorgrad vs PyTorch, and vs
+the same step written by hand in numpy.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/gpt_step.py [--threads 2] [--scaling] [--memory]
 
@@ -6,6 +7,12 @@ Both engines train the same model (bench/torch_gpt.py is nn.GPT's twin, weights 
 over) on the same batches with the same optimizer, each on --threads cores: tensorgrad
 splits the batch across that many processes of one BLAS thread each (nn.parallel, as
 demos/train_chargpt.py trains), PyTorch splits each op across that many threads.
+"numpy" is bench/numpy_step.py: the same step with every gradient derived by hand, no
+autodiff, its batch split across the same processes; tensorgrad / numpy is the engine's
+own cost. For the default model the script also times one process each: tensorgrad's
+step (nn.parallel with one process) and the hand-written one on --threads BLAS threads,
+and README's loop (`logits, loss = model(x, y)`, `loss.backward()`, clip, `opt.step()`,
+no nn.parallel) in a process that calls nothing of nn.memory itself.
 Each engine runs in a fresh process of
 its own: in one process, OpenBLAS's worker threads (numpy) and PyTorch's OpenMP threads
 spin-wait for work on the same two cores and slow each other down. The processes
@@ -14,7 +21,7 @@ the median over rounds of each process's median step. MFU is the step's matmul F
 second over the float32 matmul rate numpy reaches on this machine, measured at the start.
 --memory reports each engine's peak resident memory over a 200-step run (tensorgrad's
 with its worker processes': their peaks added, so pages they share count twice). PyTorch is
-optional: without it only tensorgrad's figures are printed.
+optional: without it, tensorgrad's and the hand-written step's figures are printed.
 """
 import argparse
 import importlib.util
@@ -73,12 +80,22 @@ def batches(config, count, seed=0):
             for _ in range(count)]
 
 
-def tensorgrad_trainer(config, processes=1):
-    """The training step of demos/train_chargpt.py: the batch split across `processes`.
-    Returns (model, step, parallel)."""
+# the engines a child process can run: those that split the batch across --threads processes
+# of one BLAS thread each, and those that run in one process on --threads BLAS threads
+DATA_PARALLEL = ("tensorgrad", "numpy")
+ONE_PROCESS = ("tensorgrad-1", "numpy-1", "readme")
+ENGINES = DATA_PARALLEL + ("pytorch",) + ONE_PROCESS
+
+
+def gpt(config):
     nn.manual_seed(0)
-    model = nn.GPT(config["vocab_size"], config["block_size"], config["n_layer"], config["n_head"],
-                   config["n_embd"])
+    return nn.GPT(config["vocab_size"], config["block_size"], config["n_layer"], config["n_head"],
+                  config["n_embd"])
+
+
+def tensorgrad_trainer(model, processes=1):
+    """The training step of demos/train_chargpt.py: the batch split across `processes`.
+    Returns (step, worker pids)."""
     optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
     parallel = nn.parallel.DataParallel(model, processes, optimizer)
 
@@ -87,13 +104,35 @@ def tensorgrad_trainer(config, processes=1):
         loss = parallel.forward_backward(x, y)
         parallel.step(max_norm=GRAD_CLIP)   # clip_grad_norm, then optimizer.step()
         return loss
-    return model, step, parallel
+    return step, [process.pid for _, process in parallel.workers]
 
 
-def torch_trainer(config, tg_model, threads):
+def readme_loop(model):
+    """README's training loop, step by step, without nn.parallel. Returns (step, no pids)."""
+    optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
+
+    def step(x, y):
+        logits, loss = model(x, y)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.optim.clip_grad_norm(model.parameters(), GRAD_CLIP)
+        optimizer.step()
+        return loss.item()
+    return step, []
+
+
+def numpy_trainer(model, processes=1):
+    """bench/numpy_step.py's hand-written step on a copy of the model. Returns (step, worker pids)."""
+    from numpy_step import NumpyTrainer
+    trainer = NumpyTrainer(model, processes, **OPTIMIZER, max_norm=GRAD_CLIP)
+    return trainer.step, [process.pid for _, process in trainer.workers]
+
+
+def torch_trainer(tg_model, threads):
     import torch
     from torch_gpt import TorchGPT, copy_weights
     torch.set_num_threads(threads)
+    config = tg_model.config
     model = TorchGPT(config["vocab_size"], config["block_size"], config["n_layer"], config["n_head"],
                      config["n_embd"])
     copy_weights(tg_model, model)
@@ -106,24 +145,28 @@ def torch_trainer(config, tg_model, threads):
         torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
         optimizer.step()
         return loss.item()
-    return step
+    return step, []
 
 
 def child(engine, config, steps, threads, warmup=3):
     """In a fresh process: train `steps` steps; print the median ms per step and peak MiB.
-    The tensorgrad child never imports torch. Both keep freed memory for reuse, as the
-    training job does (nn/memory.py; PyTorch's own allocator does so anyway)."""
-    nn.memory.keep_freed_memory()
-    tg_model, step, parallel = tensorgrad_trainer(config, threads if engine == "tensorgrad" else 1)
-    if engine == "pytorch":
-        step = torch_trainer(config, tg_model, threads)
+    Only the pytorch child imports torch. Every child but README's loop keeps freed memory
+    for reuse, as the training job does (nn/memory.py; PyTorch's own allocator does so
+    anyway); README's loop gets it as any loop does, from nn on the model's first forward."""
+    if engine != "readme":
+        nn.memory.keep_freed_memory()
+    model = gpt(config)
+    processes = threads if engine in DATA_PARALLEL else 1
+    make = {"tensorgrad": tensorgrad_trainer, "tensorgrad-1": tensorgrad_trainer, "numpy": numpy_trainer,
+            "numpy-1": numpy_trainer, "readme": lambda model, _: readme_loop(model),
+            "pytorch": lambda model, _: torch_trainer(model, threads)}[engine]
+    step, workers = make(model, processes)
     times = []
     for i, (x, y) in enumerate(batches(config, warmup + steps)):
         start = time.perf_counter()
         step(x, y)
         if i >= warmup:
             times.append(time.perf_counter() - start)
-    workers = [process.pid for _, process in parallel.workers] if engine == "tensorgrad" else []
     print(1e3 * float(np.median(times)), nn.memory.peak_resident_mib(workers))
 
 
@@ -152,17 +195,17 @@ def main():
     parser.add_argument("--rounds", type=int, default=3, help="processes per engine, alternating (default 3)")
     parser.add_argument("--scaling", action="store_true", help="also n_embd 256, 384 and block 128, 256")
     parser.add_argument("--memory", action="store_true", help="also peak memory of a 200-step run")
-    parser.add_argument("--child", choices=["tensorgrad", "pytorch"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args()
     # tensorgrad's processes split the batch (nn.parallel), each multiplying on one BLAS core, as
-    # demos/train_chargpt.py runs; PyTorch's threads split each op
-    blas = limit_threads(1 if args.child == "tensorgrad" else args.threads)
+    # demos/train_chargpt.py runs, and so do the hand-written step's; PyTorch's threads split each op
+    blas = limit_threads(1 if args.child in DATA_PARALLEL else args.threads)
     if args.child:
         return child(args.child, json.loads(args.config), args.steps, args.threads)
 
     has_torch = importlib.util.find_spec("torch") is not None
-    engines = ["tensorgrad", "pytorch"] if has_torch else ["tensorgrad"]
+    peers = ["numpy", "pytorch"] if has_torch else ["numpy"]
     print(f"numpy {np.__version__}, BLAS: {blas}")
     print(f"pytorch {'installed' if has_torch else 'not installed'}; {args.threads} threads each "
           f"(tensorgrad: data-parallel processes with one BLAS thread each; pytorch: intra-op threads); "
@@ -178,18 +221,37 @@ def main():
         configs += [(f"n_embd {c}", dict(CONFIG, n_embd=c)) for c in (256, 384)]
         configs += [(f"block_size {t}", dict(CONFIG, block_size=t)) for t in (128, 256)]
     print(f"{'configuration':22s} {'tensorgrad ms':>13s} {'tokens/s':>9s} {'MFU':>5s} "
-          f"{'pytorch ms':>10s} {'ratio tg/pt':>11s}")
+          f"{'pytorch ms':>10s} {'ratio tg/pt':>11s} {'numpy ms':>9s} {'ratio tg/np':>11s}")
+    one_process = None
     for title, config in configs:
-        ms = compare(config, args.steps, args.threads, args.rounds, engines)
+        # for the default model, the one-process engines join the same alternation
+        extra = list(ONE_PROCESS) if config is CONFIG else []
+        ms = compare(config, args.steps, args.threads, args.rounds, ["tensorgrad", *peers, *extra])
+        if extra:
+            one_process = ms
         tokens = config["batch_size"] * config["block_size"]
         mfu = step_flops(**config) / (ms["tensorgrad"] / 1e3) / (rate * 1e9)
         line = f"{title:22s} {ms['tensorgrad']:13.1f} {tokens / ms['tensorgrad'] * 1e3:9.0f} {mfu:5.0%}"
-        if "pytorch" in ms:
-            line += f" {ms['pytorch']:10.1f} {ms['tensorgrad'] / ms['pytorch']:11.2f}"
+        line += (f" {ms['pytorch']:10.1f} {ms['tensorgrad'] / ms['pytorch']:11.2f}" if has_torch
+                 else f" {'-':>10s} {'-':>11s}")
+        line += f" {ms['numpy']:9.1f} {ms['tensorgrad'] / ms['numpy']:11.2f}"
         print(line, flush=True)
+
+    ms = one_process
+    print(f"\none process each, nanoGPT CPU config: tensorgrad and numpy on {args.threads} BLAS threads"
+          + (f" (pytorch: the figure above, {args.threads} threads)" if has_torch else ""))
+    print(f"{'step':44s} {'ms':>6s} {'ratio to numpy':>14s} {'ratio to pytorch':>16s}")
+    rows = [("tensorgrad (nn.parallel, one process)", "tensorgrad-1"), ("numpy (bench/numpy_step.py)", "numpy-1"),
+            ("README's loop (no keep_freed_memory call)", "readme")]
+    for title, engine in rows:
+        line = f"{title:44s} {ms[engine]:6.1f} {ms[engine] / ms['numpy-1']:14.2f}"
+        line += f" {ms[engine] / ms['pytorch']:16.2f}" if has_torch else f" {'-':>16s}"
+        print(line)
+    print(f"README's loop / tensorgrad's one-process step: {ms['readme'] / ms['tensorgrad-1']:.2f}", flush=True)
+
     if args.memory:
         print("\npeak resident memory of a 200-step training run (fresh process each):")
-        for engine in engines:
+        for engine in ["tensorgrad", *peers]:
             print(f"  {engine:10s} {run_child(engine, CONFIG, 200, args.threads)[1]:6.0f} MiB", flush=True)
 
 

@@ -120,27 +120,10 @@ class Adam(Optimizer):
         self.scratch = {}   # dtype -> a flat array as large as the largest parameter of that dtype
 
     def update(self, i, w, g):
-        beta1, beta2 = self.betas
-        m, v, tmp = self.m[i], self.v[i], self._scratch(w)
-        # t as a python int: a numpy int64 would make the scalar factors below numpy float64s,
-        # and numpy would then run each pass over these float32 arrays in float64, more slowly
-        t = int(self.updates[i])
-        np.subtract(g, m, out=tmp)
-        tmp *= 1 - beta1
-        m += tmp                                      # m = beta1 m + (1 - beta1) g
-        np.multiply(g, g, out=tmp)
-        tmp -= v
-        tmp *= 1 - beta2
-        v += tmp                                      # v = beta2 v + (1 - beta2) g^2
-        # The bias corrections (the moments start at 0) are m / c1 and v / c2 with
-        # c = 1 - beta^t; lr (m / c1) / (sqrt(v / c2) + eps) = step * m / (sqrt(v) + eps sqrt(c2))
-        # with step = lr sqrt(c2) / c1: two scalars instead of two more passes over the arrays.
-        root_c2 = math.sqrt(1 - beta2 ** t)
-        np.sqrt(v, out=tmp)
-        tmp += self.eps * root_c2
-        np.divide(m, tmp, out=tmp)
-        tmp *= self.lr * root_c2 / (1 - beta1 ** t)
-        w -= tmp                                      # w -= lr * m_hat / (sqrt(v_hat) + eps)
+        # t as a python int: a numpy int64 would make the scalar factors of adam_update numpy
+        # float64s, and numpy would then run each pass over these float32 arrays in float64, more slowly
+        adam_update(w, g, self.m[i], self.v[i], self._scratch(w), int(self.updates[i]), self.lr, self.betas,
+                    self.eps)
 
     def _scratch(self, w):
         """A scratch array shaped like w, a view of the shared scratch buffer."""
@@ -149,6 +132,29 @@ class Adam(Optimizer):
             largest = max(p.size for p in self.params if p.data.dtype == w.dtype)
             buffer = self.scratch[w.dtype] = np.empty(largest, w.dtype)
         return buffer[:w.size].reshape(w.shape)
+
+
+def adam_update(w, g, m, v, tmp, t, lr, betas, eps):
+    """Adam's update of w from its gradient g at its t-th step, in place in w and in its
+    moments m and v, with tmp (shaped like w) as the only scratch: no array is allocated.
+    Adam.update calls it, and so does bench/numpy_step.py's hand-written step."""
+    beta1, beta2 = betas
+    np.subtract(g, m, out=tmp)
+    tmp *= 1 - beta1
+    m += tmp                                      # m = beta1 m + (1 - beta1) g
+    np.multiply(g, g, out=tmp)
+    tmp -= v
+    tmp *= 1 - beta2
+    v += tmp                                      # v = beta2 v + (1 - beta2) g^2
+    # The bias corrections (the moments start at 0) are m / c1 and v / c2 with
+    # c = 1 - beta^t; lr (m / c1) / (sqrt(v / c2) + eps) = step * m / (sqrt(v) + eps sqrt(c2))
+    # with step = lr sqrt(c2) / c1: two scalars instead of two more passes over the arrays.
+    root_c2 = math.sqrt(1 - beta2 ** t)
+    np.sqrt(v, out=tmp)
+    tmp += eps * root_c2
+    np.divide(m, tmp, out=tmp)
+    tmp *= lr * root_c2 / (1 - beta1 ** t)
+    w -= tmp                                      # w -= lr * m_hat / (sqrt(v_hat) + eps)
 
 
 class AdamW(Adam):

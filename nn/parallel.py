@@ -118,7 +118,7 @@ class DataParallel:
             self.optimizer.step()
             return norm
         self._check_workers()
-        groups = self._groups([p.size for p in self.optimizer.params])
+        groups = balanced_groups([p.size for p in self.optimizer.params], self.processes)
         settings = {name: value for name, value in vars(self.optimizer).items()   # lr, betas, ...
                     if isinstance(value, (int, float, tuple))}
         has_grad = [p.grad is not None for p in self.params]
@@ -128,16 +128,6 @@ class DataParallel:
         messages = [("step", group, settings, has_grad) for group in groups[1:]]
         self._exchange(messages, lambda: self.optimizer.step(groups[0]))
         return norm
-
-    def _groups(self, sizes):
-        """Indices into `sizes` in one group per process, of about equal total size: the
-        largest first, each to the group with the fewest elements so far."""
-        groups, totals = [[] for _ in range(self.processes)], [0] * self.processes
-        for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
-            lightest = totals.index(min(totals))
-            groups[lightest].append(i)
-            totals[lightest] += sizes[i]
-        return groups
 
     def _check_workers(self):
         if not self.workers or any(p.data is not shared for p, shared in zip(self.params, self.shared)):
@@ -164,7 +154,7 @@ class DataParallel:
         if backward:
             nothing = [False] * len(self.params)   # a worker left idle by a small batch
             has_grad = [has_grad] + [has for _, has in replies] + [nothing] * (len(self.workers) - len(replies))
-            groups = self._groups([p.size for p in self.params])
+            groups = balanced_groups([p.size for p in self.params], self.processes)
             self._exchange([("sum", group, has_grad) for group in groups[1:]],
                            lambda: _sum(groups[0], has_grad, self.grads, self.totals))
             for i, p in enumerate(self.params):
@@ -224,18 +214,44 @@ def _part(model, x, y, share, seed, backward):
 
 
 def _serve(model, optimizer, k, grads, totals, connection, parent_ends):
-    """Worker process k: run what it is sent, until the connection closes or brings None:
-    a part (its gradients copied into grads[k]), a group's sum of every process's
-    gradients (into totals), or a group's optimizer update (with the sums).
+    """Worker process k: run what it is sent (see serve): a part (its gradients copied
+    into grads[k]), a group's sum of every process's gradients (into totals), or a
+    group's optimizer update (with the sums)."""
+    params = model.parameters()
+
+    def handle(message):
+        for p in params:   # zero_grad, without walking the module tree each time
+            p.grad = None
+        kind, *arguments = message
+        if kind == "part":
+            x, y, share, seed, training, backward = arguments
+            model.train(training)
+            part_loss = _part(model, x, y, share, seed, backward)
+            return part_loss, _copy_grads(params, grads[k]) if backward else None
+        if kind == "sum":
+            group, has_grad = arguments
+            return _sum(group, has_grad, grads, totals)
+        group, settings, has_grad = arguments   # "step": this process's group of the optimizer's update
+        vars(optimizer).update(settings)
+        for p, total, has in zip(params, totals, has_grad):
+            p.grad = total if has else None
+        optimizer.step(group)
+        return None
+    serve(connection, handle, parent_ends)
+
+
+def serve(connection, handle, parent_ends=()):
+    """A worker process's loop: answer each message with ("done", handle(message)), or
+    ("error", the traceback) when it raises, until the connection closes or brings None.
+    _receive reads the answers.
 
     The fork gave this process a copy of the main process's end of every pipe (its own and
-    earlier workers'). They are closed first: then the only other holder of this pipe is the
-    main process, and when it ends, however it ends (SIGKILL included), the connection reads
-    end-of-file and this worker stops too."""
+    earlier workers'): `parent_ends`. They are closed first: then the only other holder of
+    this pipe is the main process, and when it ends, however it ends (SIGKILL included),
+    the connection reads end-of-file and this worker stops too."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the main process to handle
     for end in parent_ends:
         end.close()
-    params = model.parameters()
     while True:
         try:
             message = connection.recv()
@@ -244,25 +260,7 @@ def _serve(model, optimizer, k, grads, totals, connection, parent_ends):
         if message is None:
             return
         try:
-            for p in params:   # zero_grad, without walking the module tree each time
-                p.grad = None
-            kind, *arguments = message
-            if kind == "part":
-                x, y, share, seed, training, backward = arguments
-                model.train(training)
-                part_loss = _part(model, x, y, share, seed, backward)
-                reply = (part_loss, _copy_grads(params, grads[k]) if backward else None)
-            elif kind == "sum":
-                group, has_grad = arguments
-                reply = _sum(group, has_grad, grads, totals)
-            else:   # "step": this process's group of the optimizer's update
-                group, settings, has_grad = arguments
-                vars(optimizer).update(settings)
-                for p, total, has in zip(params, totals, has_grad):
-                    p.grad = total if has else None
-                optimizer.step(group)
-                reply = None
-            answer = ("done", reply)
+            answer = ("done", handle(message))
         except Exception:
             answer = ("error", traceback.format_exc())
         try:
@@ -314,6 +312,17 @@ def _stop(workers):
         process.join(timeout=5)
         if process.is_alive():
             process.terminate()
+
+
+def balanced_groups(sizes, count):
+    """Indices into `sizes` in `count` groups of about equal total size (one per process):
+    the largest first, each to the group with the fewest elements so far."""
+    groups, totals = [[] for _ in range(count)], [0] * count
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        lightest = totals.index(min(totals))
+        groups[lightest].append(i)
+        totals[lightest] += sizes[i]
+    return groups
 
 
 def shared_arrays(like):

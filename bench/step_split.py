@@ -1,0 +1,233 @@
+"""Where one training step's time goes, tensorgrad's and the hand-written one's
+(bench/numpy_step.py): matrix products, each op's other numpy work, gradient accumulation,
+graph building, the Python between ops, and the optimizer.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/step_split.py [--rows 6] [--steps 30]
+
+One process on one BLAS thread trains the default model on --rows rows (6: what each of
+the main job's 2 processes does with its half of the batch of 12). Each moment of a step
+is charged to the innermost timed region open then: each op's forward and its vjps (the
+fused ops, and the primitives the model uses), make_op (graph building), backward's
+gradient accumulation, the optimizer; what is left is the Python between them (module
+calls, scopes, the backward loop). The matrix products (the GEMMs; vector products such
+as ones @ g count as passes) are replayed alone after each step, with the step's shapes on
+contiguous operands: what they cost at full BLAS speed; each op's row is its time less
+its products' (so a product slowed by its operands' layout shows in its op's row). Timers cost a little: the script prints the step's
+time without them too. Timings on a shared machine drift: compare shares, not runs.
+"""
+import argparse
+import collections
+import importlib
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nn  # noqa: E402
+import numpy_step  # noqa: E402
+import tensorgrad  # noqa: E402
+from gpt_step import CONFIG, GRAD_CLIP, OPTIMIZER, batches, gpt, limit_threads  # noqa: E402
+from nn import functional as F  # noqa: E402
+from tensorgrad import autograd  # noqa: E402
+
+# (row title, the regions it adds up, the op whose matrix products it excludes)
+ROWS = [("matrix products (GEMMs, replayed alone)", (), None),
+        ("linear: bias and its gradient", ("linear",), "linear"),
+        ("layer_norm", ("layer_norm",), None),
+        ("attention: mask, softmax, copies", ("scaled_dot_product_attention",), "attention"),
+        ("gelu", ("gelu",), None),
+        ("cross_entropy", ("cross_entropy",), None),
+        ("embedding, residual adds, reshapes, slices", ("getitem", "add", "reshape", "transpose"), None),
+        ("gradient accumulation (backward's +=, scatters)", ("accumulate",), None),
+        ("graph building (make_op: nodes, vjp closures)", ("graph building",), None),
+        ("Python between ops, and the rest", ("other",), None),
+        ("optimizer (clip_grad_norm, AdamW)", ("optimizer",), None)]
+
+
+class Clock:
+    """Exclusive time per region: each moment goes to the innermost region open then, or
+    to "other" when none is."""
+
+    def __init__(self):
+        self.totals, self.stack, self.mark = collections.Counter(), ["other"], time.perf_counter()
+
+    def enter(self, name):
+        now = time.perf_counter()
+        self.totals[self.stack[-1]] += now - self.mark
+        self.stack.append(name)
+        self.mark = now
+
+    def leave(self):
+        now = time.perf_counter()
+        self.totals[self.stack.pop()] += now - self.mark
+        self.mark = now
+
+    def timed(self, name, function):
+        def timed_function(*args, **kwargs):
+            self.enter(name)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.leave()
+        return timed_function
+
+
+def gemm_shapes(config, rows):
+    """(op, left shape, right shape) of every matrix product of one step, forward and
+    backward: each linear's x W, g Wᵀ and xᵀ g; attention's q kᵀ and W v, then Wᵀ g, g vᵀ,
+    dL/ds k and dL/dsᵀ q."""
+    C, T, nh = config["n_embd"], config["block_size"], config["n_head"]
+    N, hs = rows * T, C // nh
+    linears = [(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C)] * config["n_layer"] + [(C, config["vocab_size"])]
+    shapes = []
+    for fan_in, fan_out in linears:
+        shapes += [("linear", (N, fan_in), (fan_in, fan_out)), ("linear", (N, fan_out), (fan_out, fan_in)),
+                   ("linear", (fan_in, N), (N, fan_out))]
+    heads = (rows, nh)
+    for _ in range(config["n_layer"]):
+        shapes += [("attention", (*heads, T, hs), (*heads, hs, T)), ("attention", (*heads, T, T), (*heads, T, hs)),
+                   ("attention", (*heads, T, T), (*heads, T, hs)), ("attention", (*heads, T, hs), (*heads, hs, T)),
+                   ("attention", (*heads, T, T), (*heads, T, hs)), ("attention", (*heads, T, T), (*heads, T, hs))]
+    return shapes
+
+
+class Products:
+    """The step's matrix products on arrays of their shapes: run() times each alone, in a
+    step's order, adding into seconds[op]."""
+
+    def __init__(self, config, rows):
+        rng = np.random.default_rng(0)
+        self.products = [(op, rng.standard_normal(a, np.float32), rng.standard_normal(b, np.float32))
+                         for op, a, b in gemm_shapes(config, rows)]
+        self.outs = [np.matmul(a, b) for _, a, b in self.products]
+        self.seconds = collections.Counter()
+
+    def run(self):
+        for (op, a, b), out in zip(self.products, self.outs):
+            start = time.perf_counter()
+            np.matmul(a, b, out=out)
+            self.seconds[op] += time.perf_counter() - start
+
+
+def instrument_tensorgrad(clock):
+    """Time every op the model uses, forward and vjps, make_op and backward's accumulation."""
+    ops = [(F, "linear", "linear"), (F, "layer_norm", "layer_norm"), (F, "cross_entropy", "cross_entropy"),
+           (F, "scaled_dot_product_attention", "scaled_dot_product_attention"), (tensorgrad.Tensor, "gelu", "gelu"),
+           (tensorgrad.Tensor, "__getitem__", "getitem"), (tensorgrad.Tensor, "__add__", "add"),
+           (tensorgrad.Tensor, "reshape", "reshape"), (tensorgrad.Tensor, "transpose", "transpose")]
+    for owner, attribute, op in ops:
+        setattr(owner, attribute, clock.timed(op, getattr(owner, attribute)))
+    ops_module = importlib.import_module("tensorgrad.tensor")   # (tensorgrad.tensor is also the function)
+    make_op = ops_module.make_op
+
+    def make_timed_op(op, data, inputs, vjps, *args, **kwargs):   # each vjp timed under its op's name
+        vjps = clock.timed(op, vjps) if callable(vjps) else tuple(clock.timed(op, vjp) for vjp in vjps)
+        return make_op(op, data, inputs, vjps, *args, **kwargs)
+    ops_module.make_op = F.make_op = clock.timed("graph building", make_timed_op)
+    autograd.Accumulator.add = clock.timed("accumulate", autograd.Accumulator.add)
+
+
+def tensorgrad_step(model, clock=None):
+    """README's loop, its optimizer phase timed when a clock is given."""
+    optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
+
+    def update():
+        nn.optim.clip_grad_norm(model.parameters(), GRAD_CLIP)
+        optimizer.step()
+    if clock:
+        update = clock.timed("optimizer", update)
+
+    def step(x, y):
+        optimizer.zero_grad()
+        _, loss = model(x, y)
+        loss.backward()
+        update()
+    return step
+
+
+def numpy_step_of(model):
+    return numpy_step.NumpyTrainer(model, **OPTIMIZER, max_norm=GRAD_CLIP)
+
+
+def instrument_numpy(clock, trainer):
+    """Time the hand-written step's layers (forward and backward under one name) and its optimizer."""
+    for function, op in [("linear", "linear"), ("linear_backward", "linear"), ("layer_norm", "layer_norm"),
+                         ("layer_norm_backward", "layer_norm"), ("attention", "scaled_dot_product_attention"),
+                         ("attention_backward", "scaled_dot_product_attention"), ("gelu", "gelu"),
+                         ("gelu_backward", "gelu"), ("cross_entropy", "cross_entropy")]:
+        setattr(numpy_step, function, clock.timed(op, getattr(numpy_step, function)))
+    trainer._sum = clock.timed("optimizer", trainer._sum)          # with one process: the gradient's norm
+    trainer._update = clock.timed("optimizer", trainer._update)    # clip's scale and AdamW
+
+
+def seconds_per_step(step, config, rows, steps, clock=None, warmup=3):
+    """Mean seconds per step. With a clock: also {region: mean seconds per step} and
+    {op: mean seconds of its matrix products}, replayed after each step (so that the
+    machine's drifting load hits both alike) in a region of their own."""
+    data = batches(dict(config, batch_size=rows), warmup + steps)
+    for x, y in data[:warmup]:
+        step(x, y)
+    products = Products(config, rows)
+    if clock:
+        clock.totals.clear()
+        clock.mark = time.perf_counter()
+    total = 0.0
+    for x, y in data[warmup:]:
+        start = time.perf_counter()
+        step(x, y)
+        total += time.perf_counter() - start
+        if clock:
+            clock.timed("replay", products.run)()
+    if not clock:
+        return total / steps
+    regions = {name: t / steps for name, t in clock.totals.items() if name != "replay"}
+    return total / steps, regions, {op: t / steps for op, t in products.seconds.items()}
+
+
+def split(regions, gemms):
+    """The ROWS' seconds: regions added up, each op's matrix products moved to the first row."""
+    return [sum(gemms.values()) if not names else
+            sum(regions.get(name, 0.0) for name in names) - (gemms[op] if op else 0.0)
+            for _, names, op in ROWS]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=CONFIG["batch_size"] // 2,
+                        help="rows of the batch (default 6: one of the main job's 2 processes' part)")
+    parser.add_argument("--steps", type=int, default=30, help="timed steps (default 30)")
+    args = parser.parse_args()
+    blas = limit_threads(1)
+    nn.memory.keep_freed_memory()
+    print(f"numpy {np.__version__}, BLAS: {blas}")
+    config = CONFIG
+    # first without timers, then with them
+    plain = {"tensorgrad": seconds_per_step(tensorgrad_step(gpt(config)), config, args.rows, args.steps),
+             "numpy": seconds_per_step(numpy_step_of(gpt(config)).step, config, args.rows, args.steps)}
+    found = {}
+    clock = Clock()
+    instrument_tensorgrad(clock)
+    found["tensorgrad"] = seconds_per_step(tensorgrad_step(gpt(config), clock), config, args.rows, args.steps,
+                                           clock)
+    clock = Clock()
+    trainer = numpy_step_of(gpt(config))
+    instrument_numpy(clock, trainer)
+    found["numpy"] = seconds_per_step(trainer.step, config, args.rows, args.steps, clock)
+
+    print(f"one training step of the nanoGPT CPU config on {args.rows} rows, one process, one BLAS thread; "
+          f"ms per step (mean of {args.steps})\n")
+    print(f"{'':50s} {'tensorgrad':>16s} {'numpy by hand':>16s}")
+    columns = {engine: split(regions, gemms) for engine, (_, regions, gemms) in found.items()}
+    for i, (title, _, _) in enumerate(ROWS):
+        cells = [f"{1e3 * columns[e][i]:8.2f} {columns[e][i] / found[e][0]:6.1%}" for e in ("tensorgrad", "numpy")]
+        print(f"{title:50s} {cells[0]:>16s} {cells[1]:>16s}")
+    for title, figures in [("total, with the timers", {e: found[e][0] for e in found}),
+                           ("total, without them", plain)]:
+        print(f"{title:50s} {1e3 * figures['tensorgrad']:8.2f} {'':7s} {1e3 * figures['numpy']:8.2f}")
+    print(f"{'tensorgrad / numpy (without timers)':50s} {plain['tensorgrad'] / plain['numpy']:8.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""bench/numpy_step.py, the training step written by hand in numpy, computes what tensorgrad
+computes: the loss, every parameter's gradient and the AdamW update, on the same weights and
+batch; on one process or split across several. Gradients are compared per parameter,
+relative to that gradient's largest element (float64 1e-9, float32 1e-4)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nn
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+from numpy_step import NumpyTrainer  # noqa: E402
+
+DEFAULT = dict(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128)   # the main job's model
+ADAMW = dict(lr=1e-3, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)
+
+
+def gpt(dtype=np.float32, seed=0, **config):
+    nn.manual_seed(seed)
+    return nn.GPT(**{**DEFAULT, **config}).to(dtype)
+
+
+def batch(rows, length, vocab=65, seed=1):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, vocab, (rows, length)), rng.integers(0, vocab, (rows, length))
+
+
+def tensorgrad_loss_and_grads(model, x, y):
+    model.zero_grad()
+    _, loss = model(x, y)
+    loss.backward()
+    return loss.item(), {name: p.grad for name, p in model.named_parameters()}
+
+
+def assert_close(found, expected, rel, what):
+    """Every element within rel of the array's scale (its largest element)."""
+    np.testing.assert_allclose(found, expected, rtol=rel, atol=rel * np.abs(expected).max(), err_msg=what)
+
+
+@pytest.mark.parametrize("dtype, rel", [(np.float64, 1e-9), (np.float32, 1e-4)])
+@pytest.mark.parametrize("rows, length", [(12, 64), (3, 37)])   # the main job's batch; a shorter one
+def test_the_loss_and_every_gradient_equal_tensorgrads(dtype, rel, rows, length):
+    model, (x, y) = gpt(dtype), batch(rows, length)
+    trainer = NumpyTrainer(model)
+    trainer.forward_backward(*batch(2, 64, seed=5))   # every gradient array written once before
+    loss = trainer.forward_backward(x, y)
+    expected_loss, expected = tensorgrad_loss_and_grads(model, x, y)
+    assert loss == pytest.approx(expected_loss, rel=rel)
+    assert list(trainer.grads) == list(expected)
+    for name, grad in trainer.grads.items():
+        assert grad.dtype == dtype and grad.shape == expected[name].shape, name
+        assert_close(grad, expected[name], rel, name)
+    total = np.sqrt(sum(np.vdot(g, g) for g in expected.values()))
+    assert trainer.grad_norm == pytest.approx(total, rel=rel)
+
+
+@pytest.mark.parametrize("rows, processes", [(12, 2), (7, 3), (2, 3)])   # the last: a process with no rows
+def test_the_batch_split_across_processes_gives_one_processs_loss_and_gradients(rows, processes):
+    model, (x, y) = gpt(np.float64, n_layer=2, n_embd=32, block_size=16), batch(rows, 16)
+    one = NumpyTrainer(model)
+    many = NumpyTrainer(model, processes)
+    try:
+        assert len(many.workers) == processes - 1
+        assert many.forward_backward(x, y) == pytest.approx(one.forward_backward(x, y), rel=1e-12)
+        for name, grad in one.grads.items():
+            assert_close(many.grads[name], grad, 1e-12, name)
+        for _ in range(2):   # and the update, split into each process's group of parameters
+            one.step(x, y)
+            many.step(x, y)
+        for name, weight in one.params.items():
+            assert_close(many.params[name], weight, 1e-12, name)
+    finally:
+        workers = many.workers
+        many.close()
+    assert all(not process.is_alive() for _, process in workers)
+
+
+def tensorgrad_step(model, optimizer, x, y, max_norm):
+    optimizer.zero_grad()
+    _, loss = model(x, y)
+    loss.backward()
+    norm = nn.optim.clip_grad_norm(model.parameters(), max_norm)
+    optimizer.step()
+    return loss.item(), norm
+
+
+@pytest.mark.parametrize("max_norm", [1.0, 0.1, 1e3])   # the main job's clip; one that always clips; none
+def test_each_update_equals_clip_grad_norm_then_nn_optim_adamw(max_norm):
+    model = gpt(np.float64, n_layer=2)
+    trainer = NumpyTrainer(model, **ADAMW, max_norm=max_norm)
+    optimizer = nn.optim.AdamW(model.parameters(), **ADAMW)
+    before = {name: p.data.copy() for name, p in model.named_parameters()}
+    for seed in (1, 2):   # the second step checks the moments and the bias correction carry over
+        x, y = batch(4, 64, seed=seed)
+        loss = trainer.step(x, y)
+        expected_loss, norm = tensorgrad_step(model, optimizer, x, y, max_norm)
+        assert loss == pytest.approx(expected_loss, rel=1e-9)
+        assert trainer.grad_norm == pytest.approx(norm, rel=1e-9)
+    for i, (name, p) in enumerate(model.named_parameters()):
+        assert_close(trainer.params[name] - before[name], p.data - before[name], 1e-9, name)
+        assert_close(trainer.grads[name], p.grad, 1e-9, name)   # the clipped gradient, as clip leaves it
+        assert_close(trainer.m[i], optimizer.m[i], 1e-9, name)
+        assert_close(trainer.v[i], optimizer.v[i], 1e-9, name)
+    assert list(trainer.updates) == list(optimizer.updates) == [2] * len(trainer.names)
+
+
+def test_it_trains_a_copy_of_the_models_weights():
+    model = gpt()
+    before = model.state_dict()
+    trainer = NumpyTrainer(model)
+    trainer.step(*batch(2, 64))
+    assert all(np.array_equal(p.data, before[name]) for name, p in model.named_parameters())
+    assert any(not np.array_equal(trainer.params[name], before[name]) for name in before)
+
+
+@pytest.mark.parametrize("config", [dict(pos="sinusoidal"), dict(dropout=0.1)])
+def test_a_model_it_was_not_written_for_is_a_clear_error(config):
+    with pytest.raises(ValueError, match="NumpyTrainer: written for nn.GPT with pos='learned', no dropout"):
+        NumpyTrainer(gpt(**config))
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numpy-1", "tensorgrad-1", "readme"])
+def test_the_step_benchmark_times_each_new_engine_in_a_child_process(engine):
+    config = dict(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16, batch_size=4)
+    done = subprocess.run([sys.executable, str(BENCH / "gpt_step.py"), "--child", engine, "--config",
+                           json.dumps(config), "--steps", "2", "--threads", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    ms, mib = map(float, done.stdout.split()[-2:])
+    assert ms > 0 and mib > 0
+
+
+def test_the_time_split_benchmark_prints_every_row_and_they_add_up_to_the_step():
+    done = subprocess.run([sys.executable, str(BENCH / "step_split.py"), "--rows", "1", "--steps", "3"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    from step_split import ROWS
+    lines = {line[:50].strip(): line[50:].split() for line in done.stdout.splitlines() if len(line) > 50}
+    rows = [lines[title] for title, _, _ in ROWS]   # each: tensorgrad ms, share, numpy ms, share
+    total = lines["total, with the timers"]
+    for engine in (0, 2):   # every moment of a step is in one row
+        assert sum(float(row[engine]) for row in rows) == pytest.approx(float(total[engine // 2]), rel=0.1)
+    assert float(lines["matrix products (GEMMs, replayed alone)"][0]) > 0
