@@ -176,6 +176,25 @@ def future_positions(t, s):
     return future
 
 
+@functools.lru_cache(maxsize=16)
+def future_penalty(t, s, dtype):
+    """The causal mask as numbers to add to the scores: -inf on future_positions(t, s), 0
+    elsewhere (one pass over the scores, faster than writing -inf where a mask says)."""
+    penalty = np.where(future_positions(t, s), -np.inf, 0).astype(dtype)
+    penalty.flags.writeable = False
+    return penalty
+
+
+def heads_side_by_side(shape, dtype):
+    """An empty array of `shape` (..., heads, T, dv), laid out in memory as (..., T, heads,
+    dv): where MultiHeadAttention puts the heads next, so that its reshape of
+    out.transpose(0, 2, 1, 3) to (B, T, C) is a view, not a copy. Any other shape comes
+    laid out as it is."""
+    if len(shape) < 3:
+        return np.empty(shape, dtype)
+    return np.swapaxes(np.empty(shape[:-3] + (shape[-2], shape[-3], shape[-1]), dtype), -3, -2)
+
+
 def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dropout_p=0.0,
                                  training=True, rng=None):
     """softmax(q kᵀ / √d + mask) v for q (..., T, d), k (..., S, d), v (..., S, dv).
@@ -211,19 +230,20 @@ def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dro
             out = attended @ v                                            # (..., T, dv)
         return (out, weights.data) if return_weights else out
 
-    # fused: one node. q is scaled rather than the (T, S) scores, which are bigger.
+    # fused: one node. 1/√d is folded into the copy of kᵀ the product needs anyway (numpy
+    # hands a batched product to BLAS at full speed only when its right operand's last axis
+    # is contiguous, which kᵀ's is not), so neither q nor the bigger (T, S) scores take a
+    # pass of their own; the backward folds it into vᵀ the same way.
     scale = np.asarray(1 / np.sqrt(d), dtype=q.dtype)
-    q_scaled = q.data * scale                                             # (..., T, d)
-    # numpy hands a batched product to BLAS at full speed only when its right operand is
-    # contiguous, so k^T and v are made so (and v^T and k in the backward)
-    transposed = lambda a: np.ascontiguousarray(np.swapaxes(a, -1, -2))
-    k_t, v_data = transposed(k.data), np.ascontiguousarray(v.data)      # (..., d, S), (..., S, dv)
+    scaled_transpose = lambda a: np.multiply(np.swapaxes(a, -1, -2), scale,
+                                             out=np.empty(a.shape[:-2] + a.shape[:-3:-1], a.dtype))
+    k_t = scaled_transpose(k.data)                                      # (..., d, S): kᵀ/√d
     ones = np.ones((S, 1), q.dtype)   # x @ ones sums the rows with BLAS, faster than .sum(-1)
 
     def scores():                                                        # (..., T, S)
-        s = q_scaled @ k_t
+        s = q.data @ k_t
         if causal:
-            np.copyto(s, -np.inf, where=future_positions(T, S))
+            s += future_penalty(T, S, s.dtype)                           # -inf on the later keys
         return s
 
     # softmax over each row, in place. Any constant per row may be subtracted; the max of
@@ -245,24 +265,24 @@ def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dro
         keep = (rng or nn_rng.current()).random(weights.shape) >= dropout_p
         drop_scale = (keep / (1 - dropout_p)).astype(weights.dtype)    # mask / (1-p)
         attended = weights * drop_scale
-    out = attended @ v_data                                             # (..., T, dv)
+    out = heads_side_by_side(q.shape[:-1] + v.shape[-1:], q.dtype)      # (..., T, dv)
+    np.matmul(attended, v.data, out=out)
 
     def backward(g):   # q's and k's gradients share dL/dscores: computed once
         grad_q = grad_k = None
         grad_v = np.swapaxes(attended, -1, -2) @ g if v.requires_grad else None   # d(A v)/dv = Aᵀ
         if q.requires_grad or k.requires_grad:
-            # out = A v with A = dropout(W): dL/dA = g vᵀ; through dropout: dL/dW = dL/dA·mask/(1-p)
-            grad = g @ transposed(v_data)
+            # out = A v with A = dropout(W): dL/dA = g vᵀ; through dropout: dL/dW = dL/dA·mask/(1-p).
+            # With vᵀ/√d, `grad` below is 1/√d times what its comments name: the 1/√d that
+            # ds/dq = k/√d and ds/dk = q/√d carry
+            grad = g @ scaled_transpose(v.data)
             if drop_scale is not None:
                 grad *= drop_scale
             # softmax: dL/ds = W·(dL/dW - Σ_j dL/dW_j·W_j); masked entries have W = 0
             grad -= np.vecdot(grad, weights)[..., None]
             grad *= weights
-            if q.requires_grad:          # s = (q·scale) kᵀ: ds/dq = k·scale
-                grad_q = grad @ np.ascontiguousarray(k.data)
-                grad_q *= scale
-            if k.requires_grad:          # ds/dk = q·scale
-                grad_k = np.swapaxes(grad, -1, -2) @ q_scaled
+            grad_q = grad @ k.data if q.requires_grad else None                       # dL/dq = dL/ds k/√d
+            grad_k = np.swapaxes(grad, -1, -2) @ q.data if k.requires_grad else None   # dL/dk = dL/dsᵀ q/√d
         return grad_q, grad_k, grad_v
 
     out_tensor = make_op("scaled_dot_product_attention", out, (q, k, v), vjps=backward, fresh=True,
