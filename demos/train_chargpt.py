@@ -347,10 +347,11 @@ def train(config, checkpoint=None):
                             f"stopped before the update; {kept}. Lower --lr (or clip with --grad_clip) and "
                             "continue with --resume")
 
+    def evaluated(step):   # (by a resumed run's checkpoint, too)
+        return bool(history) and history[-1][0] == step
+
     def evaluate(step):
         nonlocal best_val_loss
-        if history and history[-1][0] == step:   # a resumed run: its checkpoint did this one
-            return
         losses = estimate_loss(parallel, corpus, config)
         require_finite(step, train_loss=losses["train"], val_loss=losses["val"])
         lr = nn.optim.cosine_lr(step, config.lr, config.min_lr, config.warmup_iters, decay_iters)
@@ -379,7 +380,7 @@ def train(config, checkpoint=None):
     streams = random_streams()   # as the last completed step left them
     try:
         while step < config.max_iters and not interrupt.requested:
-            evaluating = step % config.eval_interval == 0 and step != saved_step   # (a resumed run's checkpoint has it)
+            evaluating = step % config.eval_interval == 0 and not evaluated(step)
             if evaluating:
                 evaluate(step)
             if config.sample_every and step % config.sample_every == 0 and step > 0:
@@ -415,7 +416,8 @@ def train(config, checkpoint=None):
             streams = random_streams()
         bar.close()
         if not interrupt.requested:
-            evaluate(step)
+            if not evaluated(step):
+                evaluate(step)
             full = full_split_loss(parallel, corpus.val, config.block_size, config.batch_size, interrupt)
     except nn.parallel.WorkerDied as died:   # the run cannot go on without it: keep what is done
         bar.close()

@@ -198,7 +198,7 @@ def gpt_config(path, meta, state):
             found = f"has shape {state[name].shape}" if name in state else "is missing"
             raise CheckpointError(f"{path}: its model_config implies tensor {name!r} of shape {shape}, but it {found}")
     blocks = {name.split(".")[1] for name in state if name.startswith("h.")}
-    if blocks != {str(i) for i in range(config["n_layer"])}:
+    if len(blocks) != config["n_layer"] or blocks != {str(i) for i in range(len(blocks))}:
         raise CheckpointError(f"{path}: its model_config says n_layer {config['n_layer']}, but its tensors are of "
                               f"the blocks {sorted(blocks, key=lambda b: (len(b), b))[:8]}")
     try:
