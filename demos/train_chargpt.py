@@ -215,9 +215,10 @@ def load_checkpoint(path):
     return nn.checkpoint.load_gpt(path)
 
 
-def resumed_config(config, given, path, model, meta):
+def resumed_config(config, given, checkpoint):
     """The Config of a resumed run: the checkpoint's settings, overridden by the flags given
     now (except the model's shape, which the checkpoint fixes)."""
+    path, (model, _, meta) = config.out, checkpoint
     missing = [key for key in RUN_STATE if key not in meta]
     if missing:
         raise nn.CheckpointError(f"{path}: cannot resume from it: its metadata lacks {', '.join(missing)} (it was "
@@ -229,7 +230,7 @@ def resumed_config(config, given, path, model, meta):
         fail(f"--resume cannot change the model's shape: {', '.join(changed)}; drop those flags")
     known = {f.name for f in fields(Config)}   # a setting an older version had is dropped
     saved = {name: value for name, value in meta["config"].items() if name in known}
-    return Config(**{**saved, **shape, **given, "out": str(path), "resume": True, "overwrite": False})
+    return Config(**{**saved, **shape, **given, "out": path, "overwrite": False})
 
 
 def sample(model, tokenizer, seed, length=SAMPLE_CHARS):
@@ -288,8 +289,8 @@ def main(argv=None):
     nn.memory.keep_freed_memory()   # each step's graph is freed whole: reuse it, don't re-fault it
     checkpoint = None
     if config.resume:   # a resumed run takes its model, tokenizer and settings from the checkpoint
-        checkpoint = model, _, meta = load_checkpoint(config.out)
-        config = resumed_config(config, given, config.out, model, meta)
+        checkpoint = load_checkpoint(config.out)   # (model, tokenizer, meta)
+        config = resumed_config(config, given, checkpoint)
     with claim_outputs(config):
         train(config, checkpoint)
 
@@ -343,9 +344,9 @@ def train(config, checkpoint=None):
         if bad:
             kept = (f"{out} keeps step {saved_step}, the last finite checkpoint" if saved_step is not None
                     else "no checkpoint was written")
+            clip = "" if config.grad_clip else " (or clip the gradients: --grad_clip 1)"
             raise NonFinite(f"step {step}: the {' and the '.join(bad)} (learning rate {optimizer.lr:.4g}): "
-                            f"stopped before the update; {kept}. Lower --lr (or clip with --grad_clip) and "
-                            "continue with --resume")
+                            f"stopped before the update; {kept}. Lower --lr{clip} and continue with --resume")
 
     def evaluated(step):   # (by a resumed run's checkpoint, too)
         return bool(history) and history[-1][0] == step

@@ -14,6 +14,12 @@ Any safetensors reader opens the file: `safetensors.numpy.load_file(path)`, or
 renamed over the target, so a crash never leaves half a checkpoint, and it is read through
 nn/tensorfile.py, which checks every size a file claims before taking memory for it.
 nn.load also reads the .npz checkpoints of tensorgrad 0.1.
+
+load_gpt reads the checkpoint of a GPT as demos/train_chargpt.py writes it (model_config and
+tokenizer in the metadata): what the metadata claims is checked against the tensors before a
+model is built from it, and each tensor against the model (check_state), so a file that does
+not fit is a CheckpointError naming the file, the tensor and what differs, never a traceback
+or a model that samples garbage.
 """
 import errno
 import json

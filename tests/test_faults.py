@@ -148,7 +148,7 @@ def test_a_learning_rate_that_diverges_stops_the_run_with_exit_3_and_the_checkpo
     assert result.returncode == 3, result.stderr
     stopped = re.search(r"^train_chargpt\.py: step (\d+): the (loss|gradient norm) is (nan|inf).* \(learning rate "
                         r"(\S+)\): stopped before the update; \S+ keeps step 20, the last finite checkpoint\. Lower "
-                        r"--lr .* continue with --resume$", result.stderr, re.M)
+                        r"--lr and continue with --resume$", result.stderr, re.M)
     assert stopped, result.stderr
     assert 20 < int(stopped.group(1)) < 60 and float(stopped.group(4)) > 1
     assert good.read_bytes() == before and leftovers(good.parent) == []
@@ -168,6 +168,7 @@ def test_a_nan_in_a_weight_stops_the_run_before_any_update(good, grad_clip):
     result = job("--resume", "--out", good, "--max_iters", 30, "--grad_clip", grad_clip)
     assert result.returncode == 3 and "Traceback" not in result.stderr
     assert "step 20: the loss is nan and the gradient norm is nan (learning rate " in result.stderr
+    assert ("Lower --lr (or clip the gradients: --grad_clip 1) and" in result.stderr) == (grad_clip == 0)
     assert good.read_bytes() == before
 
 
