@@ -15,8 +15,9 @@ memory and splits each update the same way: each process updates its group (step
 
 A worker that dies (killed, out of memory) is WorkerDied, raised here, with the model and the
 optimizer as the last completed step left them, ready to be saved: step() keeps a copy of
-what an update changes until every group has taken it, and puts it back if one has not. The
-workers never outlive this process, however it ends (_serve).
+what an update changes (the parameters and the optimizer's state, in this process's memory)
+until every group has taken it, and puts it back if one has not. The workers never outlive
+this process, however it ends (_serve).
 
 A worker starts as a copy of the model (and optimizer) at the time DataParallel was made
 (fork): change the model's code or structure afterwards and make a new DataParallel.

@@ -45,8 +45,13 @@ from test_train_chargpt import REPO, TINY, command, corpus, environment, run  # 
 
 LINUX = sys.platform.startswith("linux")
 needs_proc = pytest.mark.skipif(not LINUX, reason="reads /proc to find the worker processes")
-# a run that evaluates and saves at every step, split across two processes: a kill lands in a save often
-KILLABLE = [*TINY, "--max_iters", 60, "--eval_interval", 1, "--processes", 2]
+def killable(max_iters):
+    """A run that evaluates and saves at every step, split across two processes: a kill often
+    lands in a save."""
+    return [*TINY, "--max_iters", max_iters, "--eval_interval", 1, "--processes", 2]
+
+
+KILLABLE = killable(60)
 
 
 def job(*args, env=None, **popen):
@@ -322,13 +327,14 @@ def test_check_clashes_compares_files_not_spellings(tmp_path):
 
 
 # ---- 3. no process outlives its trainer; SIGTERM saves; a dead worker's step is saved ----------
-def kill_and_resume(corpus, out, delays):
-    """Start the KILLABLE run (resumed when a checkpoint exists), kill -9 it `delay` seconds after
-    its first evaluation, once per delay; after each kill no worker is left and whatever is on
-    disk loads, and the next start removes the temporaries it left. Returns those of the last."""
+def kill_and_resume(corpus, out, delays, settings=KILLABLE):
+    """Start the run of `settings` (resumed when a checkpoint exists), kill -9 it `delay` seconds
+    after its first evaluation, once per delay; after each kill no worker is left and whatever
+    is on disk loads, and the next start removes the temporaries it left. Returns those of the
+    last kill."""
     left = set()
     for delay in delays:
-        args = ["--resume"] if out.exists() else ["--data", corpus, *KILLABLE]
+        args = ["--resume"] if out.exists() else ["--data", corpus, *settings]
         trainer = start(*args, "--out", out)
         try:
             if wait_for(trainer, r"step \d+:") is None:   # the run had already reached its end
@@ -365,12 +371,13 @@ def test_kill_9_at_random_moments_and_resuming_ends_as_the_unbroken_run(corpus, 
 
 @pytest.mark.slow
 @needs_proc
-def test_kill_9_again_and_again_and_resuming_ends_as_the_unbroken_run(corpus, tmp_path, unbroken):
-    out = tmp_path / "run.safetensors"
-    kill_and_resume(corpus, out, np.random.default_rng(1313).uniform(0.0, 0.3, 12))
-    run("train_chargpt.py", *(["--resume"] if out.exists() else ["--data", corpus, *KILLABLE]), "--out", out)
+def test_kill_9_again_and_again_and_resuming_ends_as_the_unbroken_run(corpus, tmp_path):
+    settings, whole, out = killable(300), tmp_path / "whole" / "run.safetensors", tmp_path / "run.safetensors"
+    run("train_chargpt.py", "--data", corpus, *settings, "--out", whole)
+    kill_and_resume(corpus, out, np.random.default_rng(1313).uniform(0.0, 0.6, 15), settings)
+    run("train_chargpt.py", *(["--resume"] if out.exists() else ["--data", corpus, *settings]), "--out", out)
     assert leftovers(tmp_path) == []
-    assert_same_run(out, unbroken)
+    assert_same_run(out, final_state(whole))
 
 
 @needs_proc
