@@ -10,6 +10,7 @@ or read one with load_model: a train_chargpt.py checkpoint, or a Hugging Face GP
 """
 import argparse
 import importlib.util
+import math
 import os
 import re
 import time
@@ -34,6 +35,31 @@ def parse_args(name, description, add_arguments=None):
     if args.quick:
         print("--quick: a tiny configuration that checks the demo runs; its numbers are not evidence")
     return args
+
+
+def checked(convert, ok, expected):
+    """An argparse type: the flag's text through convert (int or float), refused unless
+    ok(value), with argparse's usage error (exit status 2): "argument --lr: must be a
+    finite number > 0, got nan"."""
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {text}")
+        return value
+    parse.__name__ = convert.__name__   # argparse names the type in its messages and metavars
+    return parse
+
+
+# the flags' kinds of number; nan fails every comparison, so it is refused by each
+COUNT = checked(int, lambda n: n >= 0, "a whole number >= 0")
+POSITIVE_COUNT = checked(int, lambda n: n >= 1, "a whole number >= 1")
+POSITIVE = checked(float, lambda v: 0 < v < math.inf, "a finite number > 0")
+NON_NEGATIVE = checked(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
+FRACTION = checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
+SEED = checked(int, lambda n: 0 <= n < 2**32, "a whole number from 0 to 2**32 - 1 (numpy's seed range)")
 
 
 def table(headers, rows):

@@ -24,8 +24,8 @@ import nn
 import tensorgrad as tg
 from nn import data
 
-from _common import (HANGUL, SLIDE, finish, load_model, local_text, parse_args, pyplot, save_figure, table, train_char_model,
-                     write_report)
+from _common import (HANGUL, POSITIVE, POSITIVE_COUNT, SLIDE, finish, load_model, local_text, parse_args, pyplot,
+                     save_figure, table, train_char_model, write_report)
 
 NAME = "attention_heads"
 SENTENCE = "Return the sum of a and b."   # short enough to label every character on a slide
@@ -36,9 +36,9 @@ def add_arguments(parser):
     parser.add_argument("--checkpoint", help="a checkpoint written by demos/train_chargpt.py, or a GPT-2 folder "
                                              "(default: train a small model on the spot)")
     parser.add_argument("--text", default=SENTENCE, help=f"the input sentence (default: {SENTENCE!r})")
-    parser.add_argument("--steps", type=int, default=None,
+    parser.add_argument("--steps", type=POSITIVE_COUNT, default=None,
                         help="training steps of the on-the-spot model (default 1500, 30 with --quick)")
-    parser.add_argument("--lr", type=float, default=6e-3, help="its peak learning rate (default 6e-3)")
+    parser.add_argument("--lr", type=POSITIVE, default=6e-3, help="its peak learning rate (default 6e-3)")
 
 
 def attention_maps(model, ids):

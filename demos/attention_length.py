@@ -17,7 +17,7 @@ import numpy as np
 import tensorgrad as tg
 from nn import data
 
-from _common import (finish, local_text, parse_args, pyplot, save_figure, table, train_char_model,
+from _common import (POSITIVE_COUNT, finish, local_text, parse_args, pyplot, save_figure, table, train_char_model,
                      write_report)
 
 NAME = "attention_length"
@@ -27,8 +27,8 @@ COLORS = {"sinusoidal": "tab:blue", "none": "tab:green", "learned": "tab:orange"
 def add_arguments(parser):
     parser.add_argument("--data", help="a UTF-8 text file to train on, or 'shakespeare' (default: the "
                                        "docstrings of Python's standard library)")
-    parser.add_argument("--train_len", type=int, default=None, help="L, the training length (default 32)")
-    parser.add_argument("--steps", type=int, default=None, help="training steps per model (default 800)")
+    parser.add_argument("--train_len", type=POSITIVE_COUNT, default=None, help="L, the training length (default 32)")
+    parser.add_argument("--steps", type=POSITIVE_COUNT, default=None, help="training steps per model (default 800)")
 
 
 def per_position_loss(model, split, length, n_windows, rng, batch=32):

@@ -10,30 +10,28 @@ own, whose tokens are then subwords).
 import argparse
 
 import nn
-from _common import load_model   # demos/ is on the path when a demo runs
+from _common import COUNT, NON_NEGATIVE, POSITIVE_COUNT, SEED, load_model   # demos/ is on the path when a demo runs
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", help="a checkpoint written by demos/train_chargpt.py, or a GPT-2 folder")
     parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    parser.add_argument("--max_new_tokens", type=int, default=500, help="characters to generate (default: 500)")
-    parser.add_argument("--temperature", type=float, default=0.8,
+    parser.add_argument("--max_new_tokens", type=COUNT, default=500, help="characters to generate (default: 500)")
+    parser.add_argument("--temperature", type=NON_NEGATIVE, default=0.8,
                         help="below 1 sharpens the distribution, above 1 flattens it, 0 always takes "
                              "the most likely character (default: 0.8)")
-    parser.add_argument("--top_k", type=int, default=200,
+    parser.add_argument("--top_k", type=POSITIVE_COUNT, default=200,
                         help="sample only among the k most likely characters (default: 200)")
-    parser.add_argument("--seed", type=int, default=1337, help="seed of the sampling (default: 1337)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--seed", type=SEED, default=1337, help="seed of the sampling (default: 1337)")
+    args = parser.parse_args(argv)   # each number checked as it is read (demos/_common.py)
+    if not args.prompt:
+        parser.error("--prompt is empty: give at least one character to start from")
 
     try:
         model, tokenizer, _ = load_model(args.checkpoint)
-    except (ValueError, FileNotFoundError) as error:   # CheckpointError is a ValueError
+    except (ValueError, OSError) as error:   # CheckpointError is a ValueError; a missing file an OSError
         parser.error(str(error))
-    if not args.prompt:
-        parser.error("--prompt is empty: give at least one character to start from")
-    if args.max_new_tokens < 0 or args.top_k < 1:
-        parser.error("--max_new_tokens must be >= 0 and --top_k >= 1")
     try:
         prompt = tokenizer.encode(args.prompt)
     except ValueError as error:

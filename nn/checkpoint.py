@@ -14,6 +14,12 @@ Any safetensors reader opens the file: `safetensors.numpy.load_file(path)`, or
 renamed over the target, so a crash never leaves half a checkpoint, and it is read through
 nn/tensorfile.py, which checks every size a file claims before taking memory for it.
 nn.load also reads the .npz checkpoints of tensorgrad 0.1.
+
+load_gpt reads the checkpoint of a GPT as demos/train_chargpt.py writes it (model_config and
+tokenizer in the metadata): what the metadata claims is checked against the tensors before a
+model is built from it, and each tensor against the model (check_state), so a file that does
+not fit is a CheckpointError naming the file, the tensor and what differs, never a traceback
+or a model that samples garbage.
 """
 import errno
 import json
@@ -22,14 +28,20 @@ import zlib
 
 import numpy as np
 
+from . import rng
+from .data import CharTokenizer, DataError
 from .tensorfile import CheckpointError, read_npz, read_safetensors, write_safetensors
+from .transformer import GPT
 
 OPTIMIZER = "optimizer/"
 HEADER, CRC = "tensorgrad", "crc32"   # the metadata entries
 NPZ_META = "__meta__"                 # tensorgrad 0.1: the JSON as a uint8 array in the .npz
 ZIP_STARTS = (b"PK\x03\x04", b"PK\x05\x06")   # a zip's first member, or an empty zip's index
+GPT_SIZES = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")   # a model_config must give these
+GPT_OPTIONS = {"dropout": 0.0, "pos": "learned", "tie_weights": False}     # and may give these (0.1 had no tying)
+MAX_CONTEXT = 2**16   # the largest block_size believed without a position table in the file to confirm it
 
-__all__ = ["CheckpointError", "save", "load"]
+__all__ = ["CheckpointError", "save", "load", "check_state", "load_gpt"]
 
 
 def save(path, model, optimizer=None, **meta):
@@ -60,8 +72,30 @@ def load(path, optimizer=None):
         saved = {name[len(OPTIMIZER):]: a for name, a in arrays.items() if name.startswith(OPTIMIZER)}
         if not saved:
             raise CheckpointError(f"{path}: has no optimizer state to restore")
-        optimizer.load_state_dict(saved)
+        try:
+            optimizer.load_state_dict(saved)   # checks every name and shape before it writes
+        except (KeyError, ValueError, TypeError) as error:
+            raise CheckpointError(f"{path}: its optimizer state does not fit this optimizer: "
+                                  f"{error.args[0]}") from None
     return state, meta
+
+
+def check_state(path, state, model):
+    """Raise CheckpointError unless `state` ({name: array}, as load returns it) holds exactly
+    the model's tensors, each of the model's shape and of a float dtype where the model's is
+    float (float16 or float64 are cast on loading; an integer or bool array is not a weight).
+    The message names the path, the tensor and what differs. Nothing is loaded."""
+    own = dict(model.named_parameters())
+    missing, unexpected = [n for n in own if n not in state], [n for n in state if n not in own]
+    if missing or unexpected:
+        raise CheckpointError(f"{path}: its tensors are not the model's: missing {missing[:6] or 'none'}, "
+                              f"unexpected {unexpected[:6] or 'none'}")
+    for name, p in own.items():
+        array = state[name]
+        if array.shape != p.shape:
+            raise CheckpointError(f"{path}: tensor {name!r} has shape {array.shape}, the model's is {p.shape}")
+        if array.dtype.kind != p.dtype.kind:
+            raise CheckpointError(f"{path}: tensor {name!r} has dtype {array.dtype}, the model's is {p.dtype}")
 
 
 def _read_checkpoint(path):
@@ -119,3 +153,65 @@ def _check_keys(meta, where="meta"):
     elif isinstance(meta, (list, tuple)):
         for i, value in enumerate(meta):
             _check_keys(value, f"{where}[{i}]")
+
+
+def load_gpt(path):
+    """(model, tokenizer, meta) of a checkpoint holding an nn.GPT and its character vocabulary,
+    as demos/train_chargpt.py writes it: nn.save(path, model, model_config=model.config,
+    tokenizer=tokenizer.chars, ...). The metadata is checked against the tensors before the
+    model is built (gpt_config), the model is built without drawing weights, every tensor is
+    checked against it (check_state), and the arrays read become its parameters (no copy)."""
+    state, meta = load(path)
+    config, tokenizer = gpt_config(path, meta, state)
+    try:
+        with rng.skipping_init():   # placeholders that take no memory: the file's arrays replace them
+            model = GPT(**config)
+    except (ValueError, TypeError) as error:   # e.g. n_embd not divisible by n_head
+        raise CheckpointError(f"{path}: its model_config describes no GPT: {error}") from None
+    check_state(path, state, model)
+    model.load_state_dict(state, assign=True)
+    return model, tokenizer, meta
+
+
+def gpt_config(path, meta, state):
+    """(nn.GPT's arguments, the CharTokenizer) from a checkpoint's metadata, or CheckpointError
+    naming what is missing or what differs. Every size is checked against a tensor the file
+    holds (so against the file's size) before anything is built from it: vocab_size and n_embd
+    against tok_emb.weight, n_layer against the blocks h.0, h.1, ..., a learned block_size
+    against pos_emb.weight; a block_size without a table is held to MAX_CONTEXT."""
+    config, chars = meta.get("model_config"), meta.get("tokenizer")
+    if not isinstance(config, dict) or not isinstance(chars, str):
+        raise CheckpointError(f"{path}: its metadata has no model_config (a dict) and tokenizer (the characters): "
+                              "not a GPT checkpoint of demos/train_chargpt.py")
+    missing = [key for key in GPT_SIZES if key not in config]
+    unknown = sorted(config.keys() - set(GPT_SIZES) - GPT_OPTIONS.keys())
+    if missing or unknown:
+        raise CheckpointError(f"{path}: its model_config is incomplete or foreign: missing {missing or 'none'}, "
+                              f"unknown {unknown or 'none'}")
+    config = {**GPT_OPTIONS, **config}
+    bad = [f"{key} {config[key]!r}" for key in GPT_SIZES if type(config[key]) is not int or config[key] < 1]
+    if bad:
+        raise CheckpointError(f"{path}: its model_config must give whole numbers >= 1, got {', '.join(bad)}")
+    vocab_size, n_embd, block_size = config["vocab_size"], config["n_embd"], config["block_size"]
+    expected = {"tok_emb.weight": (vocab_size, n_embd)}
+    if config["pos"] == "learned":
+        expected["pos_emb.weight"] = (block_size, n_embd)
+    elif block_size > MAX_CONTEXT:
+        raise CheckpointError(f"{path}: its model_config claims block_size {block_size:,}, more than the "
+                              f"{MAX_CONTEXT:,} believed without a position table in the file")
+    for name, shape in expected.items():
+        if name not in state or state[name].shape != shape:
+            found = f"has shape {state[name].shape}" if name in state else "is missing"
+            raise CheckpointError(f"{path}: its model_config implies tensor {name!r} of shape {shape}, but it {found}")
+    blocks = {name.split(".")[1] for name in state if name.startswith("h.")}
+    if len(blocks) != config["n_layer"] or blocks != {str(i) for i in range(len(blocks))}:
+        raise CheckpointError(f"{path}: its model_config says n_layer {config['n_layer']}, but its tensors are of "
+                              f"the blocks {sorted(blocks, key=lambda b: (len(b), b))[:8]}")
+    try:
+        tokenizer = CharTokenizer.from_chars(chars)
+    except DataError as error:
+        raise CheckpointError(f"{path}: its tokenizer is damaged: {error}") from None
+    if tokenizer.vocab_size != vocab_size:
+        raise CheckpointError(f"{path}: its tokenizer has {tokenizer.vocab_size} characters but the model's "
+                              f"vocabulary (vocab_size, the rows of tok_emb.weight) is {vocab_size}")
+    return config, tokenizer

@@ -182,10 +182,9 @@ def load_corpus(source="shakespeare", cache_dir=None, timeout=TIMEOUT):
     path of a UTF-8 text file (a name wins over a file of that name: write ./shakespeare).
     A remote corpus comes from the cache, else from the web, else (offline) from
     fallback_corpus(); `description` is one line saying which."""
-    remote = CORPORA.get(source, source) if isinstance(source, str) else source
-    if not isinstance(remote, RemoteFile):
+    remote, path = _remote(source), corpus_file(source, cache_dir)
+    if remote is None:
         return read_text(source), str(source)
-    path = os.path.join(cache_dir or cache_folder(), remote.filename)
     data = _read_cached(path, remote)
     if data is not None:
         return data.decode("utf-8"), f"{remote.filename}, cached at {path}"
@@ -200,6 +199,19 @@ def load_corpus(source="shakespeare", cache_dir=None, timeout=TIMEOUT):
                       f"({len(text):,} characters)")
     write_atomically(path, lambda file: file.write(data))   # only now, checked: the cache holds nothing bad
     return data.decode("utf-8"), f"{remote.filename}, downloaded from {remote.url} to {path}"
+
+
+def corpus_file(source="shakespeare", cache_dir=None):
+    """The path of the file load_corpus(source) reads: a local file's own, or a named
+    corpus's copy in the cache (which may not exist yet)."""
+    remote = _remote(source)
+    return str(source) if remote is None else os.path.join(cache_dir or cache_folder(), remote.filename)
+
+
+def _remote(source):
+    """The RemoteFile that `source` names, or None when it is the path of a local file."""
+    remote = CORPORA.get(source, source) if isinstance(source, str) else source
+    return remote if isinstance(remote, RemoteFile) else None
 
 
 def cache_folder():

@@ -172,12 +172,19 @@ class AdamW(Adam):
         super().update(i, w, g)
 
 
+def grad_norm(params):
+    """The global L2 norm of all the gradients (parameters without one count as zero), a
+    float: sqrt(sum of every gradient element squared). nan or inf if any element is."""
+    return math.sqrt(sum(float(np.vdot(p.grad, p.grad)) for p in params if p.grad is not None))
+
+
 def clip_grad_norm(params, max_norm):
     """Scale all gradients together so their global L2 norm is at most max_norm.
     Returns the norm before clipping (a float)."""
     require("clip_grad_norm", "max_norm", max_norm, lambda v: v > 0, "a finite number > 0 (to not clip, do not call it)")
+    params = list(params)   # read twice: for the norm, then to scale
     grads = [p.grad for p in params if p.grad is not None]
-    total = math.sqrt(sum(float(np.vdot(g, g)) for g in grads))
+    total = grad_norm(params)
     if total > max_norm:
         scale = max_norm / (total + 1e-6)
         for g in grads:

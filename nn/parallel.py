@@ -13,6 +13,12 @@ one group of the parameters' gradients, always in process order, so a run gives 
 numbers every time. Given the optimizer, DataParallel also moves its state into shared
 memory and splits each update the same way: each process updates its group (step()).
 
+A worker that dies (killed, out of memory) is WorkerDied, raised here, with the model and the
+optimizer as the last completed step left them, ready to be saved: step() keeps a copy of
+what an update changes (the parameters and the optimizer's state, in this process's memory)
+until every group has taken it, and puts it back if one has not. The workers never outlive
+this process, however it ends (_serve).
+
 A worker starts as a copy of the model (and optimizer) at the time DataParallel was made
 (fork): change the model's code or structure afterwards and make a new DataParallel.
 Matrix products: the processes are the parallelism, so each should multiply on one core.
@@ -70,6 +76,7 @@ class DataParallel:
         self.totals = shared_arrays(self.shared)   # their sum: the gradients step() updates with
         if self.optimizer is not None:
             self.optimizer.move_state(shared_arrays)
+            self.before_update = [np.empty_like(array) for array in self._update_state()]   # step()'s copy
         context = multiprocessing.get_context("fork")
         for k in range(1, self.processes):
             here, there = context.Pipe()
@@ -126,8 +133,20 @@ class DataParallel:
             raise RuntimeError("DataParallel.step: the gradients must come from forward_backward "
                                "(the workers read them from its shared buffers)")
         messages = [("step", group, settings, has_grad) for group in groups[1:]]
-        self._exchange(messages, lambda: self.optimizer.step(groups[0]))
+        state = self._update_state()
+        for array, kept in zip(state, self.before_update):   # kept until every group has taken the update
+            np.copyto(kept, array)
+        try:
+            self._exchange(messages, lambda: self.optimizer.step(groups[0]))
+        except BaseException:   # a worker died or failed midway (the rest have finished): undo every group
+            for array, kept in zip(state, self.before_update):
+                np.copyto(array, kept)
+            raise
         return norm
+
+    def _update_state(self):
+        """The arrays an optimizer step changes: the parameters and the optimizer's state."""
+        return [p.data for p in self.params] + list(self.optimizer.state_arrays().values())
 
     def _check_workers(self):
         if not self.workers or any(p.data is not shared for p, shared in zip(self.params, self.shared)):
@@ -185,7 +204,14 @@ class DataParallel:
 
 
 class WorkerDied(RuntimeError):
-    """A worker process ended without answering (killed, or out of memory)."""
+    """A worker process ended without answering (killed, or out of memory): `pid` says which,
+    `how` how ("killed by signal 9 (SIGKILL)", "exit code 1"). Wherever it died, the
+    parameters and the optimizer's state are as the last completed step left them (a step()
+    it cut short is undone in every group), so they can be saved."""
+
+    def __init__(self, pid, how):
+        super().__init__(f"DataParallel: worker process {pid} died ({how}); the next call starts new workers")
+        self.pid, self.how = pid, how
 
     @classmethod
     def of(cls, process):
@@ -197,8 +223,7 @@ class WorkerDied(RuntimeError):
             how = f"killed by signal {-code} ({signal.Signals(-code).name})"
         else:
             how = f"exit code {code}"
-        return cls(f"DataParallel: worker process {process.pid} died ({how}); "
-                   "the next call starts new workers")
+        return cls(process.pid, how)
 
 
 def _part(model, x, y, share, seed, backward):
@@ -249,7 +274,10 @@ def serve(connection, handle, parent_ends=()):
     earlier workers'): `parent_ends`. They are closed first: then the only other holder of
     this pipe is the main process, and when it ends, however it ends (SIGKILL included),
     the connection reads end-of-file and this worker stops too."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the main process to handle
+    # Ctrl-C and SIGTERM are for the main process to handle (it finishes its step and saves);
+    # sent to the whole process group, they must not kill a worker in the middle of that step
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for end in parent_ends:
         end.close()
     while True:
@@ -294,7 +322,7 @@ def _receive(connection, process):
     """A worker's reply, or the exception to raise for its failure or its death."""
     try:
         status, value = connection.recv()
-    except EOFError:
+    except (EOFError, ConnectionResetError):   # a reset: it died with our message unread
         return WorkerDied.of(process)
     if status == "error":
         return RuntimeError(f"DataParallel: a worker process failed:\n{value}")
@@ -311,7 +339,7 @@ def _stop(workers):
     for _, process in workers:
         process.join(timeout=5)
         if process.is_alive():
-            process.terminate()
+            process.kill()   # SIGKILL: a worker ignores SIGTERM
 
 
 def balanced_groups(sizes, count):

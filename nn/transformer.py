@@ -3,6 +3,8 @@
 Shapes: B batch, T sequence length, C = n_embd channels, nh heads of hs = C / nh each,
 V vocabulary size.
 """
+import math
+
 import numpy as np
 
 import tensorgrad as tg
@@ -161,8 +163,8 @@ class GPT(Module):
         idx = check_ids("GPT.generate", idx, self.tok_emb.weight.shape[0], "token id").astype(np.int64)
         if idx.ndim != 2:
             raise ValueError(f"GPT.generate: idx must have shape (B, T), got {idx.shape}")
-        if temperature < 0:
-            raise ValueError(f"GPT.generate: temperature must be >= 0, got {temperature}")
+        if not 0 <= temperature < math.inf:   # nan fails both
+            raise ValueError(f"GPT.generate: temperature must be a finite number >= 0, got {temperature}")
         if top_k is not None and top_k < 1:
             raise ValueError(f"GPT.generate: top_k must be at least 1 (or None for no cut), got {top_k}")
         rng = generator if seed is None else np.random.default_rng(seed)

@@ -80,7 +80,7 @@ def draw_graph(root, show_data=True, show_grad=True, order=False, collapse=None,
             path, inner, outputs = what
             ops = sum(1 for t in inner if t._op)
             fields = [_escape(_dotted(path)), f"{ops} op{'s' * (ops != 1)}",
-                      "out " + ", ".join(str(t.shape) for t in outputs)]
+                      _escape("out " + ", ".join(str(t.shape) for t in outputs))]
             return {"label": _record(fields, rankdir), "shape": "Mrecord", "fillcolor": COLOURS["box"],
                     "penwidth": "1.5"}
         if kind == "constant":
@@ -250,7 +250,7 @@ def _fill(graph, path, members, clusters):
 # ---- what each box says ---------------------------------------------------------------
 def _value_fields(t, title, show_data, show_grad):
     fields = [_escape(title)] if title else []
-    fields.append(f"{t.shape} {t.dtype}")
+    fields.append(_escape(f"{t.shape} {t.dtype}"))
     if show_data:
         fields.append(_numbers("data", t.data))
     if show_grad:
@@ -263,7 +263,7 @@ def _constant_fields(t, show_data):
     if t.size == 1 and not t.label:
         return [_numbers("", t.data)]
     fields = [_escape(t.label)] if t.label else []
-    return fields + [f"{t.shape} {t.dtype}"] + ([_numbers("data", t.data)] if show_data else [])
+    return fields + [_escape(f"{t.shape} {t.dtype}")] + ([_numbers("data", t.data)] if show_data else [])
 
 
 def _numbers(kind, array):

@@ -149,6 +149,23 @@ def test_labels_stay_text(label):
     assert "&lt;" in svg and "<script" not in svg and "<b>" not in svg
 
 
+@pytest.mark.parametrize("name", ["<<b>X</b>>", "</script><script>alert(3)</script>", '"}{<b>'])
+def test_op_and_scope_names_stay_text(name):
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    with tg.scope(name):
+        y = tg.make_op(name, x.data * 2, (x,), vjps=(lambda g: 2 * g,))
+    loss = y.sum()
+    loss.backward(retain_graph=True)
+    for collapse in (None, "modules"):   # the op in its scope's cluster, or the folded scope's box
+        text = tg.explore(loss, collapse=collapse).html
+        assert text.count("<script") == 2 and name not in text and "<b>" not in text
+        data_block = re.search(r'id="explorer-data">(.*?)</script>', text, re.S).group(1)
+        assert "<" not in data_block and ">" not in data_block
+        assert name in [node["op"] for node in page_data(text)["nodes"]]
+        svg = text[text.index("<svg"):text.index("</svg>")]
+        assert "&lt;" in svg and "<script" not in svg
+
+
 def test_before_backward_and_after_a_freeing_backward_it_says_what_it_cannot_show(tmp_path):
     o, _ = neuron(backward=False)
     explorer = tg.explore(o)

@@ -191,6 +191,29 @@ def test_a_killed_worker_is_reported_and_replaced_on_the_next_call():
     parallel.close()
 
 
+def test_a_worker_that_dies_in_the_middle_of_an_update_leaves_the_state_of_the_step_before():
+    """Its group half updated, the others (this process's too) done: step() puts every array
+    back, so the model and the optimizer are those of the last completed step."""
+    parent = os.getpid()
+
+    class DiesMidUpdate(nn.optim.AdamW):
+        def update(self, i, w, g):
+            super().update(i, w, g)
+            if os.getpid() != parent:   # a worker, killed right after the first parameter of its group
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    model, (x, y) = gpt(), batch()
+    optimizer = DiesMidUpdate(model.parameters(), lr=1e-2)
+    parallel = nn.parallel.DataParallel(model, 3, optimizer)
+    parallel.forward_backward(x, y)
+    weights, state = [p.data.copy() for p in model.parameters()], optimizer.state_dict()
+    with pytest.raises(nn.parallel.WorkerDied, match=r"killed by signal 9 \(SIGKILL\)"):
+        parallel.step(max_norm=1.0)
+    assert all(np.array_equal(p.data, w) for p, w in zip(model.parameters(), weights))
+    assert all(np.array_equal(optimizer.state_dict()[name], array) for name, array in state.items())
+    parallel.close()
+
+
 def test_in_eval_mode_nothing_is_drawn_from_nns_generator():
     model, (x, y) = gpt(dropout=0.2), batch()
     parallel = nn.parallel.DataParallel(model, 2)

@@ -220,7 +220,7 @@ def test_help_documents_every_flag_with_its_default():
 @pytest.mark.parametrize("args, message", [
     (["--bogus", "1"], "unrecognized arguments: --bogus 1"),
     (["--n_embd", "30", "--n_head", "4"], "--n_embd 30 must be divisible by --n_head 4"),
-    (["--block_size", "0"], "--block_size must be positive"),
+    (["--block_size", "0"], "argument --block_size: must be a whole number >= 1, got 0"),
 ])
 def test_bad_flags_are_usage_errors(args, message):
     result = run("train_chargpt.py", *args, check=False)
