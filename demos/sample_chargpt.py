@@ -35,7 +35,8 @@ def main(argv=None):
     try:
         prompt = tokenizer.encode(args.prompt)
     except ValueError as error:
-        parser.error(f"--prompt: {error}; the model knows only these: {tokenizer.chars!r}")
+        known = getattr(tokenizer, "chars", None)   # a character vocabulary (a GPT-2 folder's may be subwords)
+        parser.error(f"--prompt: {error}" + (f"; the model knows only these: {known!r}" if known else ""))
     ids = model.generate(prompt[None, :], args.max_new_tokens, temperature=args.temperature,
                          top_k=args.top_k, seed=args.seed)
     print(tokenizer.decode(ids[0]))

@@ -334,7 +334,10 @@ def train(config, checkpoint=None):
     print(f"model: {model.num_parameters():,} parameters (n_layer {config.n_layer}, n_head {config.n_head}, "
           f"n_embd {config.n_embd}, block_size {config.block_size})"
           + (f"; resuming from {out} at step {step}" if checkpoint else ""))
-    health = nn.health.HealthLog(model, outputs(out).health_csv, resume_step=step if checkpoint else None)
+    try:
+        health = nn.health.HealthLog(model, outputs(out).health_csv, resume_step=step if checkpoint else None)
+    except ValueError as error:   # a damaged log of an earlier run: it is the user's to keep or drop
+        fail(f"{error}; move it away to start a new gradient health log")
 
     decay_iters = config.lr_decay_iters or config.max_iters
 

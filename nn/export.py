@@ -141,16 +141,17 @@ def from_gpt2(directory):
     of older files are skipped. Float16 weights become float32. The arrays read become the
     parameters (no second copy), and no random weights are drawn for them."""
     config = gpt2_model_config(directory)
+    files = weight_files(directory)
+    where, shapes = {}, {}   # GPT-2 name -> (file, the name inside it), and its shape: from the headers, nothing read yet
+    for file in files:
+        for stored, (_, shape, _) in safetensors_layout(file)[0].items():
+            name = stored if stored.startswith(("transformer.", "lm_head.")) else "transformer." + stored
+            if not name.endswith(BUFFERS):
+                where[name], shapes[name] = (file, stored), shape
+    check_sizes(directory, config, shapes)   # before a model of config.json's size is built
     with rng.skipping_init():
         model = GPT(**config)
     ours = {gpt2_name(name): name for name, _ in model.named_parameters()}
-    files = weight_files(directory)
-    where = {}   # GPT-2 name -> (file, the name inside it), from the headers: nothing is read yet
-    for file in files:
-        for stored in safetensors_layout(file)[0]:
-            name = stored if stored.startswith(("transformer.", "lm_head.")) else "transformer." + stored
-            if not name.endswith(BUFFERS):
-                where[name] = (file, stored)
     tied_copy = where.pop("lm_head.weight", None) if config["tie_weights"] else None
     missing, unexpected = sorted(ours.keys() - where.keys()), sorted(where.keys() - ours.keys())
     if missing or unexpected:
@@ -169,6 +170,22 @@ def from_gpt2(directory):
                                   "an lm_head.weight of its own that differs")
     model.load_state_dict(state, assign=True)
     return model
+
+
+def check_sizes(directory, config, shapes):
+    """config.json's sizes against the weight files' headers ({GPT-2 name: shape}): the same
+    number of blocks, and the token and position tables of the shapes it says. A lying
+    config.json (n_layer 10**9) is refused here, before a model of its size is built."""
+    blocks = {name.split(".")[2] for name in shapes if name.startswith("transformer.h.")}
+    expected = {"transformer.wte.weight": (config["vocab_size"], config["n_embd"]),
+                "transformer.wpe.weight": (config["block_size"], config["n_embd"])}
+    wrong = [f"{name} has shape {tuple(shapes.get(name, ()))}, config.json says {shape}"
+             for name, shape in expected.items() if tuple(shapes.get(name, ())) != shape]
+    if len(blocks) != config["n_layer"]:
+        wrong.append(f"the weights hold {len(blocks)} blocks, config.json says n_layer {config['n_layer']}")
+    if wrong:
+        raise CheckpointError(f"GPT.from_gpt2: {directory}: its weights and its config.json disagree: "
+                              + "; ".join(wrong))
 
 
 def gpt2_model_config(directory):

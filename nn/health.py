@@ -162,5 +162,14 @@ def read_csv(path):
         if tuple(reader.fieldnames or ()) != COLUMNS:
             raise ValueError(f"{path}: not a gradient health log: its columns are {reader.fieldnames}, "
                              f"expected {list(COLUMNS)}")
-        return [{"step": int(row["step"]), "name": row["name"],
-                 **{c: float(row[c]) if row[c] else None for c in COLUMNS[2:]}} for row in reader]
+        rows = []
+        for row in reader:
+            try:
+                if None in row or None in row.values():   # more cells than columns, or fewer
+                    raise ValueError(f"{len(COLUMNS)} cells expected")
+                rows.append({"step": int(row["step"]), "name": row["name"],
+                             **{c: float(row[c]) if row[c] else None for c in COLUMNS[2:]}})
+            except ValueError as error:   # that, or a cell that is not a number
+                raise ValueError(f"{path}: line {reader.line_num} of the gradient health log is damaged "
+                                 f"({error})") from None
+        return rows

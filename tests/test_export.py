@@ -277,10 +277,24 @@ def test_missing_or_unexpected_tensors_are_refused(folder):
 def test_a_tensor_of_the_wrong_shape_is_refused(folder):
     _, path = folder
     weights = weights_of(path)
-    weights["transformer.wpe.weight"] = np.zeros((9, 16), np.float32)
+    weights["transformer.h.0.ln_1.weight"] = np.zeros(9, np.float32)
     safetensors.numpy.save_file(weights, path / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(ValueError, match="'pos_emb.weight' has shape \\(9, 16\\) in the state but \\(8, 16\\)"):
+    with pytest.raises(ValueError, match="'h.0.ln1.weight' has shape \\(9,\\) in the state but \\(16,\\)"):
         nn.GPT.from_gpt2(path)
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"n_layer": 10**9}, "the weights hold 2 blocks, config.json says n_layer 1000000000"),
+    ({"vocab_size": 50257}, "transformer.wte.weight has shape (11, 16), config.json says (50257, 16)"),
+    ({"n_positions": 2**40}, "transformer.wpe.weight has shape (8, 16), config.json says (1099511627776, 16)"),
+], ids=["n_layer", "vocab_size", "n_positions"])
+def test_a_config_that_lies_about_the_weights_is_refused_before_a_model_is_built(folder, edit, message):
+    _, path = folder
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, **edit}))
+    with pytest.raises(nn.CheckpointError, match="its weights and its config.json disagree") as error:
+        nn.GPT.from_gpt2(path)
+    assert message in str(error.value)
 
 
 def test_a_pickled_pytorch_model_bin_is_refused_with_the_way_out(folder):

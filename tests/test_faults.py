@@ -719,6 +719,20 @@ def test_the_sampler_and_the_job_answer_a_damaged_checkpoint_in_one_line(tmp_pat
            resumed.stderr
 
 
+@pytest.mark.parametrize("damage", ["a cell that is not a number", "a row cut short"])
+def test_a_resume_answers_a_damaged_health_log_in_one_line_and_keeps_it(good, damage):
+    log = good.with_suffix(".health.csv")
+    lines = log.read_text().splitlines()
+    lines[2] = lines[2].replace(",", ",abc,", 1) if damage.startswith("a cell") else lines[2].split(",")[0]
+    log.write_text("\n".join(lines) + "\n")
+    damaged, checkpoint = log.read_bytes(), good.read_bytes()
+    resumed = job("--resume", "--out", good, "--max_iters", 30)
+    assert resumed.returncode == 1 and "Traceback" not in resumed.stderr
+    assert f"{log}: line 3 of the gradient health log is damaged" in resumed.stderr
+    assert "move it away to start a new gradient health log" in resumed.stderr
+    assert log.read_bytes() == damaged and good.read_bytes() == checkpoint
+
+
 def test_an_optimizer_state_that_does_not_fit_is_a_checkpoint_error(good):
     nn.manual_seed(0)
     other = nn.GPT(vocab_size=29, block_size=8, n_layer=2, n_head=2, n_embd=16)
