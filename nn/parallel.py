@@ -76,13 +76,16 @@ class DataParallel:
         self.totals = shared_arrays(self.shared)   # their sum: the gradients step() updates with
         if self.optimizer is not None:
             self.optimizer.move_state(shared_arrays)
-            self.before_update = [np.empty_like(array) for array in self._update_state()]   # step()'s copy
+            groups = balanced_groups([p.size for p in self.optimizer.params], self.processes)
+            self.kept = KeptState(self.optimizer, groups)   # each group as it was before the update in progress
+            self.updates_made = 0
         context = multiprocessing.get_context("fork")
         for k in range(1, self.processes):
             here, there = context.Pipe()
             ours = [connection for connection, _ in self.workers] + [here]   # the worker closes its copies
             process = context.Process(target=_serve, daemon=True,
-                                      args=(self.model, self.optimizer, k, self.grads, self.totals, there, ours))
+                                      args=(self.model, self.optimizer, getattr(self, "kept", None), k, self.grads,
+                                            self.totals, there, ours))
             process.start()
             there.close()
             self.workers.append((here, process))
@@ -125,28 +128,26 @@ class DataParallel:
             self.optimizer.step()
             return norm
         self._check_workers()
-        groups = balanced_groups([p.size for p in self.optimizer.params], self.processes)
+        groups = self.kept.groups
         settings = {name: value for name, value in vars(self.optimizer).items()   # lr, betas, ...
                     if isinstance(value, (int, float, tuple))}
         has_grad = [p.grad is not None for p in self.params]
         if any(has and p.grad is not total for p, total, has in zip(self.params, self.totals, has_grad)):
             raise RuntimeError("DataParallel.step: the gradients must come from forward_backward "
                                "(the workers read them from its shared buffers)")
-        messages = [("step", group, settings, has_grad) for group in groups[1:]]
-        state = self._update_state()
-        for array, kept in zip(state, self.before_update):   # kept until every group has taken the update
-            np.copyto(kept, array)
+        self.updates_made += 1
+        update = self.updates_made
+        messages = [("step", group, settings, has_grad, update) for group in groups[1:]]
+
+        def here():
+            self.kept.keep(0, update)
+            self.optimizer.step(groups[0])
         try:
-            self._exchange(messages, lambda: self.optimizer.step(groups[0]))
-        except BaseException:   # a worker died or failed midway (the rest have finished): undo every group
-            for array, kept in zip(state, self.before_update):
-                np.copyto(array, kept)
+            self._exchange(messages, here)
+        except BaseException:   # a process died or failed midway through its group: undo every group
+            self.kept.restore(update)
             raise
         return norm
-
-    def _update_state(self):
-        """The arrays an optimizer step changes: the parameters and the optimizer's state."""
-        return [p.data for p in self.params] + list(self.optimizer.state_arrays().values())
 
     def _check_workers(self):
         if not self.workers or any(p.data is not shared for p, shared in zip(self.params, self.shared)):
@@ -238,10 +239,10 @@ def _part(model, x, y, share, seed, backward):
         return loss.item() * share
 
 
-def _serve(model, optimizer, k, grads, totals, connection, parent_ends):
+def _serve(model, optimizer, kept, k, grads, totals, connection, parent_ends):
     """Worker process k: run what it is sent (see serve): a part (its gradients copied
     into grads[k]), a group's sum of every process's gradients (into totals), or a
-    group's optimizer update (with the sums)."""
+    group's optimizer update (with the sums; its group kept first, see KeptState)."""
     params = model.parameters()
 
     def handle(message):
@@ -256,10 +257,11 @@ def _serve(model, optimizer, k, grads, totals, connection, parent_ends):
         if kind == "sum":
             group, has_grad = arguments
             return _sum(group, has_grad, grads, totals)
-        group, settings, has_grad = arguments   # "step": this process's group of the optimizer's update
+        group, settings, has_grad, update = arguments   # "step": this process's group of the optimizer's update
         vars(optimizer).update(settings)
         for p, total, has in zip(params, totals, has_grad):
             p.grad = total if has else None
+        kept.keep(k, update)
         optimizer.step(group)
         return None
     serve(connection, handle, parent_ends)
@@ -340,6 +342,44 @@ def _stop(workers):
         process.join(timeout=5)
         if process.is_alive():
             process.kill()   # SIGKILL: a worker ignores SIGTERM
+
+
+class KeptState:
+    """What one optimizer update changes (each parameter's weights, its optimizer state and
+    its update count), kept by each process for its own group of the parameters just
+    before it updates them, in memory all processes share. If a process dies or fails
+    partway through its group, restore() puts every group back as it was: the model and
+    the optimizer are then those of the last completed step. Each process copies only its
+    own group, at the same time as the others: the copy costs a part of one pass over the
+    state, not a pass in the main process before the update."""
+
+    def __init__(self, optimizer, groups):
+        self.optimizer, self.groups = optimizer, groups
+        self.arrays = [shared_arrays(self._live(group)) for group in groups]
+        self.counts = shared_arrays([np.zeros(len(group), np.int64) for group in groups])
+        self.made_for = shared_arrays([np.zeros(len(groups), np.int64)])[0]   # which update each copy is for
+
+    def _live(self, group):
+        """The arrays an update of the parameters `group` writes into."""
+        o = self.optimizer
+        return [o.params[i].data for i in group] + [getattr(o, kind)[i] for kind in o.STATE for i in group]
+
+    def keep(self, k, update):
+        """In process k, just before it makes update number `update` to its group: copy the group."""
+        group = self.groups[k]
+        for kept, live in zip(self.arrays[k], self._live(group)):
+            np.copyto(kept, live)
+        self.counts[k][...] = self.optimizer.updates[group]
+        self.made_for[k] = update   # written last: the copy is complete
+
+    def restore(self, update):
+        """Undo update number `update`: every group copied for it is put back (a group not
+        yet copied was not yet touched)."""
+        for k, group in enumerate(self.groups):
+            if self.made_for[k] == update:
+                for kept, live in zip(self.arrays[k], self._live(group)):
+                    np.copyto(live, kept)
+                self.optimizer.updates[group] = self.counts[k]
 
 
 def balanced_groups(sizes, count):
