@@ -14,10 +14,10 @@ numbers every time. Given the optimizer, DataParallel also moves its state into 
 memory and splits each update the same way: each process updates its group (step()).
 
 A worker that dies (killed, out of memory) is WorkerDied, raised here, with the model and the
-optimizer as the last completed step left them, ready to be saved: step() keeps a copy of
-what an update changes (the parameters and the optimizer's state, in this process's memory)
-until every group has taken it, and puts it back if one has not. The workers never outlive
-this process, however it ends (_serve).
+optimizer as the last completed step left them, ready to be saved: each process keeps a copy
+of what its group's update changes, in shared memory, just before it makes it, and step()
+puts every group back if one has not taken the update (KeptState). The workers never outlive
+this process, however it ends (serve).
 
 A worker starts as a copy of the model (and optimizer) at the time DataParallel was made
 (fork): change the model's code or structure afterwards and make a new DataParallel.
@@ -74,17 +74,17 @@ class DataParallel:
         self.shared = [p.data for p in self.params]
         self.grads = [shared_arrays(self.shared) for _ in range(self.processes)]   # each process's part
         self.totals = shared_arrays(self.shared)   # their sum: the gradients step() updates with
+        self.kept = None   # each update group as it was before the update in progress
         if self.optimizer is not None:
             self.optimizer.move_state(shared_arrays)
-            groups = balanced_groups([p.size for p in self.optimizer.params], self.processes)
-            self.kept = KeptState(self.optimizer, groups)   # each group as it was before the update in progress
-            self.updates_made = 0
+            self.kept = KeptState(self.optimizer, balanced_groups([p.size for p in self.optimizer.params],
+                                                                  self.processes))
         context = multiprocessing.get_context("fork")
         for k in range(1, self.processes):
             here, there = context.Pipe()
             ours = [connection for connection, _ in self.workers] + [here]   # the worker closes its copies
             process = context.Process(target=_serve, daemon=True,
-                                      args=(self.model, self.optimizer, getattr(self, "kept", None), k, self.grads,
+                                      args=(self.model, self.optimizer, self.kept, k, self.grads,
                                             self.totals, there, ours))
             process.start()
             there.close()
@@ -135,17 +135,16 @@ class DataParallel:
         if any(has and p.grad is not total for p, total, has in zip(self.params, self.totals, has_grad)):
             raise RuntimeError("DataParallel.step: the gradients must come from forward_backward "
                                "(the workers read them from its shared buffers)")
-        self.updates_made += 1
-        update = self.updates_made
-        messages = [("step", group, settings, has_grad, update) for group in groups[1:]]
+        messages = [("step", group, settings, has_grad) for group in groups[1:]]
 
         def here():
-            self.kept.keep(0, update)
+            self.kept.keep(0)
             self.optimizer.step(groups[0])
+        self.kept.forget()
         try:
             self._exchange(messages, here)
         except BaseException:   # a process died or failed midway through its group: undo every group
-            self.kept.restore(update)
+            self.kept.restore()
             raise
         return norm
 
@@ -257,11 +256,11 @@ def _serve(model, optimizer, kept, k, grads, totals, connection, parent_ends):
         if kind == "sum":
             group, has_grad = arguments
             return _sum(group, has_grad, grads, totals)
-        group, settings, has_grad, update = arguments   # "step": this process's group of the optimizer's update
+        group, settings, has_grad = arguments   # "step": this process's group of the optimizer's update
         vars(optimizer).update(settings)
         for p, total, has in zip(params, totals, has_grad):
             p.grad = total if has else None
-        kept.keep(k, update)
+        kept.keep(k)
         optimizer.step(group)
         return None
     serve(connection, handle, parent_ends)
@@ -357,26 +356,30 @@ class KeptState:
         self.optimizer, self.groups = optimizer, groups
         self.arrays = [shared_arrays(self._live(group)) for group in groups]
         self.counts = shared_arrays([np.zeros(len(group), np.int64) for group in groups])
-        self.made_for = shared_arrays([np.zeros(len(groups), np.int64)])[0]   # which update each copy is for
+        self.complete = shared_arrays([np.zeros(len(groups), bool)])[0]   # which groups' copies are whole
 
     def _live(self, group):
         """The arrays an update of the parameters `group` writes into."""
         o = self.optimizer
         return [o.params[i].data for i in group] + [getattr(o, kind)[i] for kind in o.STATE for i in group]
 
-    def keep(self, k, update):
-        """In process k, just before it makes update number `update` to its group: copy the group."""
+    def forget(self):
+        """Before an update is sent out: no group has a copy of its state for it yet."""
+        self.complete[...] = False
+
+    def keep(self, k):
+        """In process k, just before it updates its group: copy the group."""
         group = self.groups[k]
         for kept, live in zip(self.arrays[k], self._live(group)):
             np.copyto(kept, live)
         self.counts[k][...] = self.optimizer.updates[group]
-        self.made_for[k] = update   # written last: the copy is complete
+        self.complete[k] = True   # written last: the copy is whole
 
-    def restore(self, update):
-        """Undo update number `update`: every group copied for it is put back (a group not
+    def restore(self):
+        """Undo the update in progress: every group copied for it is put back (a group not
         yet copied was not yet touched)."""
         for k, group in enumerate(self.groups):
-            if self.made_for[k] == update:
+            if self.complete[k]:
                 for kept, live in zip(self.arrays[k], self._live(group)):
                     np.copyto(live, kept)
                 self.optimizer.updates[group] = self.counts[k]
