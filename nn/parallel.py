@@ -234,7 +234,9 @@ def _part(model, x, y, share, seed, backward):
             with tg.no_grad():
                 return model(x, y)[1].item() * share
         _, loss = model(x, y)
-        loss.backward(np.asarray(share, loss.dtype))   # d (share * part mean) / d part mean
+        # d (share * part mean) / d part mean; the graph goes when this returns, so only the
+        # parameters' gradients are kept, the intermediates' dropped as backward goes
+        loss.backward(np.asarray(share, loss.dtype), intermediate_grads=False)
         return loss.item() * share
 
 

@@ -97,13 +97,14 @@ class Tensor:
             extras.append(f"label={self.label!r}")
         return f"tensor({body}{''.join(', ' + e for e in extras)})"
 
-    def backward(self, grad=None, retain_graph=False, trace=False):
+    def backward(self, grad=None, retain_graph=False, trace=False, intermediate_grads=True):
         """Fill .grad of every tensor this one depends on (see autograd.backward).
-        trace=True prints the chain rule at every node as backward applies it."""
+        trace=True prints the chain rule at every node as backward applies it;
+        intermediate_grads=False keeps only the leaves' gradients (less memory)."""
         if trace:
             from .trace import trace_backward
-            return trace_backward(self, grad, retain_graph)
-        autograd.backward(self, grad, retain_graph)
+            return trace_backward(self, grad, retain_graph, intermediate_grads=intermediate_grads)
+        autograd.backward(self, grad, retain_graph, intermediate_grads)
 
     def _lift(self, value):
         """`value` as a Tensor; a python or numpy scalar takes this float tensor's dtype."""

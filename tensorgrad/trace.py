@@ -21,8 +21,8 @@ JACOBIAN_LIMIT = 256   # print a Jacobian up to this many entries
 NODE_LIMIT = 200       # a trace is for small graphs: stop printing after this many nodes
 
 
-def trace_backward(root, grad=None, retain_graph=False, file=None):
-    """root.backward(grad, retain_graph), printing the chain rule at every node."""
+def trace_backward(root, grad=None, retain_graph=False, file=None, intermediate_grads=True):
+    """root.backward(grad, retain_graph, intermediate_grads=...), printing the chain rule at every node."""
     file = file or sys.stdout
     order = autograd.backward_order(root)
     number = {id(node): i for i, node in enumerate(order, 1)}
@@ -56,7 +56,7 @@ def trace_backward(root, grad=None, retain_graph=False, file=None):
         if node._parents and node._vjps is not None:
             node._vjps = printing(node, node._vjps)
     try:
-        autograd.backward(root, grad, retain_graph)
+        autograd.backward(root, grad, retain_graph, intermediate_grads)
     finally:
         for node in order:   # what backward did not free gets its own vjps back
             if node._parents and node._vjps is not None:

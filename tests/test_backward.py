@@ -293,6 +293,43 @@ def test_retain_graph_keeps_the_saved_arrays_until_the_graph_is_dropped():
     assert saved() is None
 
 
+def test_without_intermediate_grads_only_the_leaves_keep_a_gradient_and_it_is_the_same():
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((4, 3)), rng.standard_normal((3, 5))
+    grads = []
+    for keep in (True, False):
+        x, w = f64(data[0]), f64(data[1])
+        hidden = (x @ w).gelu()
+        loss = (hidden * hidden).sum()
+        loss.backward(intermediate_grads=keep)
+        assert (hidden.grad is not None and loss.grad is not None) if keep else (hidden.grad is None and loss.grad is None)
+        grads.append((x.grad, w.grad))
+    for kept, dropped in zip(*grads):
+        np.testing.assert_array_equal(kept, dropped)
+
+
+def test_without_intermediate_grads_the_peak_holds_only_the_gradients_in_flight():
+    rng = np.random.default_rng(0)
+    x = f64(rng.standard_normal((256, 256)))
+
+    def peak_of_backward(keep):
+        y = x
+        for _ in range(20):   # a chain: each intermediate's gradient is needed by one step only
+            y = (y * 0.5).tanh()
+        loss = y.sum()
+        gc.collect()
+        tracemalloc.start()
+        try:
+            loss.backward(intermediate_grads=keep)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            x.grad = None
+    one_gradient = x.data.nbytes
+    assert peak_of_backward(True) > 30 * one_gradient     # 40 intermediates' gradients stay
+    assert peak_of_backward(False) < 6 * one_gradient     # a few on their way at any time
+
+
 def test_max_saves_nothing_for_backward_but_its_input_and_output():
     x = f64([[1.0, 5.0, 5.0], [2.0, 0.0, 1.0]])
     top = x.max(axis=1)
