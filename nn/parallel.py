@@ -8,9 +8,10 @@ waiting for the lock stalls its own numpy work (README's benchmark notes give th
 figures: threads slowed each half-batch several times more than processes do).
 
 The parameters move into shared memory, so every process computes with the current
-weights. Each process copies its part's gradients into a shared buffer and then adds up
-one group of the parameters' gradients, always in process order, so a run gives the same
-numbers every time. Given the optimizer, DataParallel also moves its state into shared
+weights. The parameters are split into one group per process; each process adds up its
+group's gradients, always in process order, so a run gives the same numbers every time:
+its own part's gradients where they are, and the others' from shared buffers, where each
+process copies the gradients of the groups that others add up (not its own). Given the optimizer, DataParallel also moves its state into shared
 memory and splits each update the same way: each process updates its group (step()).
 
 A worker that dies (killed, out of memory) is WorkerDied, raised here, with the model and the
@@ -74,6 +75,7 @@ class DataParallel:
         self.shared = [p.data for p in self.params]
         self.grads = [shared_arrays(self.shared) for _ in range(self.processes)]   # each process's part
         self.totals = shared_arrays(self.shared)   # their sum: the gradients step() updates with
+        self.groups = balanced_groups([p.size for p in self.params], self.processes)   # who sums what
         self.kept = None   # each update group as it was before the update in progress
         if self.optimizer is not None:
             self.optimizer.move_state(shared_arrays)
@@ -85,7 +87,7 @@ class DataParallel:
             ours = [connection for connection, _ in self.workers] + [here]   # the worker closes its copies
             process = context.Process(target=_serve, daemon=True,
                                       args=(self.model, self.optimizer, self.kept, k, self.grads,
-                                            self.totals, there, ours))
+                                            self.totals, self.groups, there, ours))
             process.start()
             there.close()
             self.workers.append((here, process))
@@ -164,18 +166,17 @@ class DataParallel:
         messages = [("part", x[rows], y[rows], share, seed, self.model.training, backward)
                     for rows, share, seed in zip(parts[1:], shares[1:], seeds[1:])]
 
-        def here():   # this process's part, its gradients copied where the workers can read them
+        def here():   # this process's part, the gradients the workers sum copied where they can read them
             part_loss = _part(self.model, x[parts[0]], y[parts[0]], shares[0], seeds[0], backward)
-            return part_loss, _copy_grads(self.params, self.grads[0]) if backward else None
+            return part_loss, _publish_grads(self.params, self.grads[0], self.groups[0]) if backward else None
 
         (total, has_grad), replies = self._exchange(messages, here)
         total += sum(part_loss for part_loss, _ in replies)
         if backward:
             nothing = [False] * len(self.params)   # a worker left idle by a small batch
             has_grad = [has_grad] + [has for _, has in replies] + [nothing] * (len(self.workers) - len(replies))
-            groups = balanced_groups([p.size for p in self.params], self.processes)
-            self._exchange([("sum", group, has_grad) for group in groups[1:]],
-                           lambda: _sum(groups[0], has_grad, self.grads, self.totals))
+            self._exchange([("sum", has_grad)] * len(self.workers),
+                           lambda: _sum(0, self.params, self.groups, has_grad, self.grads, self.totals))
             for i, p in enumerate(self.params):
                 if any(has[i] for has in has_grad):
                     p.grad = self.totals[i]
@@ -240,24 +241,25 @@ def _part(model, x, y, share, seed, backward):
         return loss.item() * share
 
 
-def _serve(model, optimizer, kept, k, grads, totals, connection, parent_ends):
-    """Worker process k: run what it is sent (see serve): a part (its gradients copied
-    into grads[k]), a group's sum of every process's gradients (into totals), or a
-    group's optimizer update (with the sums; its group kept first, see KeptState)."""
+def _serve(model, optimizer, kept, k, grads, totals, groups, connection, parent_ends):
+    """Worker process k: run what it is sent (see serve): a part (the gradients of the
+    other processes' groups copied into grads[k]), its group's sum of every process's
+    gradients (into totals), or its group's optimizer update (with the sums; its group
+    kept first, see KeptState)."""
     params = model.parameters()
 
     def handle(message):
-        for p in params:   # zero_grad, without walking the module tree each time
-            p.grad = None
         kind, *arguments = message
         if kind == "part":
+            for p in params:   # zero_grad, without walking the module tree each time
+                p.grad = None
             x, y, share, seed, training, backward = arguments
             model.train(training)
             part_loss = _part(model, x, y, share, seed, backward)
-            return part_loss, _copy_grads(params, grads[k]) if backward else None
-        if kind == "sum":
-            group, has_grad = arguments
-            return _sum(group, has_grad, grads, totals)
+            return part_loss, _publish_grads(params, grads[k], groups[k]) if backward else None
+        if kind == "sum":   # the part's own gradients are still each parameter's .grad
+            (has_grad,) = arguments
+            return _sum(k, params, groups, has_grad, grads, totals)
         group, settings, has_grad = arguments   # "step": this process's group of the optimizer's update
         vars(optimizer).update(settings)
         for p, total, has in zip(params, totals, has_grad):
@@ -300,19 +302,23 @@ def serve(connection, handle, parent_ends=()):
             return
 
 
-def _copy_grads(params, buffers):
-    """Copy each parameter's gradient into its buffer; returns which of them had one."""
-    for p, buffer in zip(params, buffers):
-        if p.grad is not None:
+def _publish_grads(params, buffers, own_group):
+    """Copy each parameter's gradient into its buffer, but those of `own_group` (this
+    process adds those up itself, see _sum); returns which parameters had one."""
+    own = set(own_group)
+    for i, (p, buffer) in enumerate(zip(params, buffers)):
+        if p.grad is not None and i not in own:
             np.copyto(buffer, p.grad)
     return [p.grad is not None for p in params]
 
 
-def _sum(group, has_grad, grads, totals):
-    """totals[i] = the sum, in process order, of every process's gradient of parameter i,
-    for each i in group (has_grad[k][i]: whether process k has one)."""
-    for i in group:
-        terms = [process_grads[i] for process_grads, has in zip(grads, has_grad) if has[i]]
+def _sum(k, params, groups, has_grad, grads, totals):
+    """In process k, for each parameter i of its group: totals[i] = the sum, in process
+    order, of every process's gradient of i (has_grad[j][i]: whether process j has one):
+    its own from params[i].grad, the others' from their buffers grads[j]."""
+    for i in groups[k]:
+        terms = [params[i].grad if j == k else process_grads[i]
+                 for j, (process_grads, has) in enumerate(zip(grads, has_grad)) if has[i]]
         if len(terms) == 1:
             np.copyto(totals[i], terms[0])
         elif terms:
