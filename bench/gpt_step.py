@@ -1,7 +1,7 @@
 """One GPT training step (forward, backward, grad clip, AdamW): tensorgrad vs PyTorch, and vs
 the same step written by hand in numpy.
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/gpt_step.py [--threads 2] [--scaling] [--memory]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/gpt_step.py [--threads 2] [--scaling] [--memory] [--fixed]
 
 Both engines train the same model (bench/torch_gpt.py is nn.GPT's twin, weights copied
 over) on the same batches with the same optimizer, each on --threads cores: tensorgrad
@@ -19,6 +19,11 @@ spin-wait for work on the same two cores and slow each other down. The processes
 alternate for --rounds rounds, so drifting machine load hits both alike; each figure is
 the median over rounds of each process's median step. MFU is the step's matmul FLOPs per
 second over the float32 matmul rate numpy reaches on this machine, measured at the start.
+--fixed times tensorgrad and the hand-written step on a model so small (n_embd 16, block 8,
+2 rows) that numpy's arithmetic is next to nothing: what is left is each step's fixed cost
+(Python: building the graph, calling each vjp, the processes' messages), and tensorgrad's
+minus the hand-written one's is the engine's share of it (the default model runs the same
+ops and messages, so about the same share).
 --memory reports each engine's peak resident memory over a 200-step run (tensorgrad's
 with its worker processes': their peaks added, so pages they share count twice). PyTorch is
 optional: without it, tensorgrad's and the hand-written step's figures are printed.
@@ -130,13 +135,13 @@ def numpy_trainer(model, processes=1):
 
 def torch_trainer(tg_model, threads):
     import torch
-    from torch_gpt import TorchGPT, copy_weights
+    from torch_gpt import TorchGPT, adamw, copy_weights
     torch.set_num_threads(threads)
     config = tg_model.config
     model = TorchGPT(config["vocab_size"], config["block_size"], config["n_layer"], config["n_head"],
                      config["n_embd"])
     copy_weights(tg_model, model)
-    optimizer = torch.optim.AdamW(model.parameters(), **OPTIMIZER)
+    optimizer = adamw(model, **OPTIMIZER)   # decay on matrices only, as nn.optim.AdamW
 
     def step(x, y):
         _, loss = model(torch.from_numpy(x), torch.from_numpy(y))
@@ -195,6 +200,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3, help="processes per engine, alternating (default 3)")
     parser.add_argument("--scaling", action="store_true", help="also n_embd 256, 384 and block 128, 256")
     parser.add_argument("--memory", action="store_true", help="also peak memory of a 200-step run")
+    parser.add_argument("--fixed", action="store_true", help="also the fixed cost of a step, on a tiny model")
     parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -248,6 +254,13 @@ def main():
         line += f" {ms[engine] / ms['pytorch']:16.2f}" if has_torch else f" {'-':>16s}"
         print(line)
     print(f"README's loop / tensorgrad's one-process step: {ms['readme'] / ms['tensorgrad-1']:.2f}", flush=True)
+
+    if args.fixed:
+        tiny = dict(CONFIG, n_embd=16, block_size=8, batch_size=2)
+        ms = compare(tiny, args.steps, args.threads, args.rounds, list(DATA_PARALLEL))
+        print(f"\nfixed cost of a step (n_embd 16, block_size 8, batch 2; {args.threads} processes): tensorgrad "
+              f"{ms['tensorgrad']:.2f} ms, numpy {ms['numpy']:.2f} ms, the engine's own "
+              f"{ms['tensorgrad'] - ms['numpy']:.2f} ms a step", flush=True)
 
     if args.memory:
         print("\npeak resident memory of a 200-step training run (fresh process each):")

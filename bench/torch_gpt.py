@@ -83,3 +83,13 @@ def copy_weights(tg_model, torch_model):
         for name, p in tg_model.named_parameters():
             data = p.data.T if name.endswith("weight") and "emb" not in name and p.ndim == 2 else p.data
             params[torch_name(name)].copy_(torch.from_numpy(np.ascontiguousarray(data)))
+
+
+def adamw(model, lr, betas, weight_decay, eps=1e-8):
+    """torch.optim.AdamW that decays the matrices only, as nn.optim.AdamW does (biases and
+    LayerNorm get no weight decay): the same update as tensorgrad's, so both engines train
+    the same numbers as well as at the same cost."""
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    others = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": matrices}, {"params": others, "weight_decay": 0.0}],
+                             lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)

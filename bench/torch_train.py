@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "demos"))
-from torch_gpt import TorchGPT  # noqa: E402
+from torch_gpt import TorchGPT, adamw  # noqa: E402
 from train_chargpt import Config  # noqa: E402
 
 import nn  # noqa: E402
@@ -57,11 +57,7 @@ def main():
                       if f.name not in ("data", "out", "resume", "sample_every")))
     model = TorchGPT(corpus.tokenizer.vocab_size, config.block_size, config.n_layer, config.n_head,
                      config.n_embd)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2),
-                                  weight_decay=config.weight_decay)
-    # decay matrices only, as nn.optim.AdamW does: biases and LayerNorm get no weight decay
-    optimizer.param_groups[0]["params"] = [p for p in model.parameters() if p.dim() >= 2]
-    optimizer.add_param_group({"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0})
+    optimizer = adamw(model, config.lr, (config.beta1, config.beta2), config.weight_decay)
     batch_rng = np.random.default_rng([config.seed, 0])
 
     start = time.perf_counter()
