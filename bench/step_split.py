@@ -12,8 +12,9 @@ gradient accumulation, the optimizer; what is left is the Python between them (m
 calls, scopes, the backward loop). The matrix products (the GEMMs; vector products such
 as ones @ g count as passes) are replayed alone after each step, with the step's shapes on
 contiguous operands: what they cost at full BLAS speed; each op's row is its time less
-its products' (so a product slowed by its operands' layout shows in its op's row). Timers cost a little: the script prints the step's
-time without them too. Timings on a shared machine drift: compare shares, not runs.
+its products' (so a product slowed by its operands' layout shows in its op's row). Timers
+cost a little: the script prints the step's time without them too. Timings on a shared
+machine drift: compare shares, not runs.
 """
 import argparse
 import collections

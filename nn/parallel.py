@@ -11,8 +11,9 @@ The parameters move into shared memory, so every process computes with the curre
 weights. The parameters are split into one group per process; each process adds up its
 group's gradients, always in process order, so a run gives the same numbers every time:
 its own part's gradients where they are, and the others' from shared buffers, where each
-process copies the gradients of the groups that others add up (not its own). Given the optimizer, DataParallel also moves its state into shared
-memory and splits each update the same way: each process updates its group (step()).
+process copies the gradients of the groups that others add up (not its own). Given the
+optimizer, DataParallel also moves its state into shared memory and splits each update the
+same way: each process updates its group (step()).
 
 A worker that dies (killed, out of memory) is WorkerDied, raised here, with the model and the
 optimizer as the last completed step left them, ready to be saved: each process keeps a copy
