@@ -258,7 +258,8 @@ def main():
     if args.fixed:
         tiny = dict(CONFIG, n_embd=16, block_size=8, batch_size=2)
         ms = compare(tiny, args.steps, args.threads, args.rounds, list(DATA_PARALLEL))
-        print(f"\nfixed cost of a step (n_embd 16, block_size 8, batch 2; {args.threads} processes): tensorgrad "
+        print(f"\nfixed cost of a step (n_embd {tiny['n_embd']}, block_size {tiny['block_size']}, batch "
+              f"{tiny['batch_size']}; {args.threads} processes): tensorgrad "
               f"{ms['tensorgrad']:.2f} ms, numpy {ms['numpy']:.2f} ms, the engine's own "
               f"{ms['tensorgrad'] - ms['numpy']:.2f} ms a step", flush=True)
 

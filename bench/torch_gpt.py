@@ -76,13 +76,18 @@ def torch_name(name):
     return name.replace(".ffn.", ".")
 
 
+def other_layout(name, array):
+    """nn.GPT's parameter `name` as TorchGPT keeps it, or back: a Linear weight is (in, out)
+    in tensorgrad and (out, in) in PyTorch, so it is transposed (either way); the rest is as it is."""
+    return array.T if name.endswith("weight") and "emb" not in name and array.ndim == 2 else array
+
+
 def copy_weights(tg_model, torch_model):
     """Load tensorgrad weights into the PyTorch twin (Linear weights transposed)."""
     params = dict(torch_model.named_parameters())
     with torch.no_grad():
         for name, p in tg_model.named_parameters():
-            data = p.data.T if name.endswith("weight") and "emb" not in name and p.ndim == 2 else p.data
-            params[torch_name(name)].copy_(torch.from_numpy(np.ascontiguousarray(data)))
+            params[torch_name(name)].copy_(torch.from_numpy(np.ascontiguousarray(other_layout(name, p.data))))
 
 
 def adamw(model, lr, betas, weight_decay, eps=1e-8):

@@ -12,7 +12,7 @@ import nn
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from torch_gpt import TorchGPT, adamw, copy_weights, torch_name  # noqa: E402
+from torch_gpt import TorchGPT, adamw, copy_weights, other_layout, torch_name  # noqa: E402
 
 CONFIG = dict(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16)
 SETTINGS = dict(lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1)
@@ -28,11 +28,9 @@ def twins():
     return ours, theirs, x, y
 
 
-def as_ours(name, array):
-    """A TorchGPT parameter (or its gradient) in nn.GPT's layout: Linear weights transposed,
-    as copy_weights transposes them."""
-    array = array.detach().numpy()
-    return array.T if name.endswith("weight") and "emb" not in name and array.ndim == 2 else array
+def as_ours(name, tensor):
+    """A TorchGPT parameter (or its gradient) as an array in nn.GPT's layout."""
+    return other_layout(name, tensor.detach().numpy())
 
 
 def test_the_torch_twin_gives_the_same_loss_and_gradients():
