@@ -255,7 +255,8 @@ def _serve(model, optimizer, kept, k, grads, totals, groups, connection, parent_
             for p in params:   # zero_grad, without walking the module tree each time
                 p.grad = None
             x, y, share, seed, training, backward = arguments
-            model.train(training)
+            if model.training != training:   # train() walks the module tree: only on a change
+                model.train(training)
             part_loss = _part(model, x, y, share, seed, backward)
             return part_loss, _publish_grads(params, grads[k], groups[k]) if backward else None
         if kind == "sum":   # the part's own gradients are still each parameter's .grad
