@@ -2,10 +2,20 @@
 (bench/numpy_step.py): matrix products, each op's other numpy work, gradient accumulation,
 graph building, the Python between ops, and the optimizer.
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/step_split.py [--rows 6] [--steps 30]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/step_split.py [--rows 6] [--steps 30] [--processes 2]
 
 One process on one BLAS thread trains the default model on --rows rows (6: what each of
-the main job's 2 processes does with its half of the batch of 12). Each moment of a step
+the main job's 2 processes does with its half of the batch of 12): tensorgrad with README's
+loop, the hand-written step with its own. With --processes 2, each engine splits a batch of
+2 x --rows rows across 2 processes of one BLAS thread each, as the main job does
+(nn.parallel.DataParallel, and the hand-written step's own split); the table is then the
+first process's step, with four rows more for what the split costs it: copying the
+gradients the other process adds up into shared memory (tensorgrad only: the hand-written
+step writes them there in the first place), adding up its group of the processes'
+gradients (the hand-written step also takes the gradient's norm there; tensorgrad's is in
+clip_grad_norm, the optimizer row), the copy of its group's weights and optimizer state
+that lets a run survive a worker killed mid-update (tensorgrad only: nn.parallel.KeptState),
+and waiting for the other process's replies. Each moment of a step
 is charged to the innermost timed region open then: each op's forward and its vjps (the
 fused ops, and the primitives the model uses), make_op (graph building), backward's
 gradient accumulation, the optimizer; what is left is the Python between them (module
@@ -45,6 +55,11 @@ ROWS = [("matrix products (GEMMs, replayed alone)", (), None),
         ("graph building (make_op: nodes, vjp closures)", ("graph building",), None),
         ("Python between ops, and the rest", ("other",), None),
         ("optimizer (clip_grad_norm, AdamW)", ("optimizer",), None)]
+# what splitting the batch across processes adds (--processes 2 and more)
+DATA_PARALLEL_ROWS = [("parallel: gradients copied to shared memory", ("publish",), None),
+                      ("parallel: adding up the processes' gradients", ("sum",), None),
+                      ("parallel: the update's undo copy (KeptState)", ("keep",), None),
+                      ("parallel: waiting for the other processes", ("waiting",), None)]
 
 
 class Clock:
@@ -113,7 +128,10 @@ class Products:
 
 
 def instrument_tensorgrad(clock):
-    """Time every op the model uses, forward and vjps, make_op and backward's accumulation."""
+    """Time every op the model uses, forward and vjps, make_op and backward's accumulation;
+    and nn.parallel's steps (the optimizer's too), for a data-parallel step. Call it before
+    DataParallel forks its workers: they then time themselves as this process does, and
+    run as fast (or as slowly)."""
     ops = [(F, "linear", "linear"), (F, "layer_norm", "layer_norm"), (F, "cross_entropy", "cross_entropy"),
            (F, "scaled_dot_product_attention", "scaled_dot_product_attention"), (tensorgrad.Tensor, "gelu", "gelu"),
            (tensorgrad.Tensor, "__getitem__", "getitem"), (tensorgrad.Tensor, "__add__", "add"),
@@ -128,11 +146,26 @@ def instrument_tensorgrad(clock):
         return make_op(op, data, inputs, vjps, *args, **kwargs)
     ops_module.make_op = F.make_op = clock.timed("graph building", make_timed_op)
     autograd.Accumulator.add = clock.timed("accumulate", autograd.Accumulator.add)
+    parallel = nn.parallel
+    for attribute, region in [("_publish_grads", "publish"), ("_sum", "sum"), ("_receive", "waiting"),
+                              ("clip_grad_norm", "optimizer")]:
+        setattr(parallel, attribute, clock.timed(region, getattr(parallel, attribute)))
+    parallel.KeptState.keep = clock.timed("keep", parallel.KeptState.keep)
+    nn.optim.Optimizer.step = clock.timed("optimizer", nn.optim.Optimizer.step)
 
 
-def tensorgrad_step(model, clock=None):
-    """README's loop, its optimizer phase timed when a clock is given."""
+def tensorgrad_step(model, processes=1, clock=None):
+    """README's loop, its optimizer phase timed when a clock is given; with processes > 1,
+    the main job's step, split across them by nn.parallel."""
     optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
+    if processes > 1:
+        parallel = nn.parallel.DataParallel(model, processes, optimizer)
+
+        def step(x, y):
+            optimizer.zero_grad()
+            parallel.forward_backward(x, y)
+            parallel.step(max_norm=GRAD_CLIP)   # clip_grad_norm, then each process's group of AdamW
+        return step
 
     def update():
         nn.optim.clip_grad_norm(model.parameters(), GRAD_CLIP)
@@ -148,26 +181,32 @@ def tensorgrad_step(model, clock=None):
     return step
 
 
-def numpy_step_of(model):
-    return numpy_step.NumpyTrainer(model, **OPTIMIZER, max_norm=GRAD_CLIP)
+def numpy_step_of(model, processes=1):
+    return numpy_step.NumpyTrainer(model, processes, **OPTIMIZER, max_norm=GRAD_CLIP)
 
 
-def instrument_numpy(clock, trainer):
-    """Time the hand-written step's layers (forward and backward under one name) and its optimizer."""
+def instrument_numpy(clock, processes=1):
+    """Time the hand-written step's layers (forward and backward under one name), its
+    optimizer, and with processes > 1 its split: before the trainer forks its workers."""
     for function, op in [("linear", "linear"), ("linear_backward", "linear"), ("layer_norm", "layer_norm"),
                          ("layer_norm_backward", "layer_norm"), ("attention", "scaled_dot_product_attention"),
                          ("attention_backward", "scaled_dot_product_attention"), ("gelu", "gelu"),
                          ("gelu_backward", "gelu"), ("cross_entropy", "cross_entropy")]:
         setattr(numpy_step, function, clock.timed(op, getattr(numpy_step, function)))
-    trainer._sum = clock.timed("optimizer", trainer._sum)          # with one process: the gradient's norm
+    trainer = numpy_step.NumpyTrainer
+    # _sum: with one process only the gradient's norm; with more, adding up the processes' too
+    trainer._sum = clock.timed("optimizer" if processes == 1 else "sum", trainer._sum)
     trainer._update = clock.timed("optimizer", trainer._update)    # clip's scale and AdamW
+    numpy_step._receive = clock.timed("waiting", numpy_step._receive)
 
 
-def seconds_per_step(step, config, rows, steps, clock=None, warmup=3):
-    """Mean seconds per step. With a clock: also {region: mean seconds per step} and
-    {op: mean seconds of its matrix products}, replayed after each step (so that the
-    machine's drifting load hits both alike) in a region of their own."""
-    data = batches(dict(config, batch_size=rows), warmup + steps)
+def seconds_per_step(step, config, rows, steps, clock=None, warmup=3, processes=1):
+    """Mean seconds per step on batches of rows x processes rows. With a clock: also
+    {region: mean seconds per step} and {op: mean seconds of its matrix products on `rows`
+    rows}, replayed in a region of their own after each step (so that the machine's
+    drifting load hits both alike), or with processes > 1 after all the steps (the other
+    processes would idle through each replay, and an idle core comes back slow)."""
+    data = batches(dict(config, batch_size=rows * processes), warmup + steps)
     for x, y in data[:warmup]:
         step(x, y)
     products = Products(config, rows)
@@ -179,7 +218,10 @@ def seconds_per_step(step, config, rows, steps, clock=None, warmup=3):
         start = time.perf_counter()
         step(x, y)
         total += time.perf_counter() - start
-        if clock:
+        if clock and processes == 1:
+            clock.timed("replay", products.run)()
+    if clock and processes > 1:
+        for _ in range(steps):
             clock.timed("replay", products.run)()
     if not clock:
         return total / steps
@@ -187,11 +229,11 @@ def seconds_per_step(step, config, rows, steps, clock=None, warmup=3):
     return total / steps, regions, {op: t / steps for op, t in products.seconds.items()}
 
 
-def split(regions, gemms):
-    """The ROWS' seconds: regions added up, each op's matrix products moved to the first row."""
+def split(rows, regions, gemms):
+    """The rows' seconds: regions added up, each op's matrix products moved to the first row."""
     return [sum(gemms.values()) if not names else
             sum(regions.get(name, 0.0) for name in names) - (gemms[op] if op else 0.0)
-            for _, names, op in ROWS]
+            for _, names, op in rows]
 
 
 def main():
@@ -199,29 +241,36 @@ def main():
     parser.add_argument("--rows", type=int, default=CONFIG["batch_size"] // 2,
                         help="rows of the batch (default 6: one of the main job's 2 processes' part)")
     parser.add_argument("--steps", type=int, default=30, help="timed steps (default 30)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="split each step across this many processes, as the main job (default 1)")
     args = parser.parse_args()
+    processes = args.processes
+    if processes < 1:
+        parser.error(f"--processes must be at least 1, got {processes}")
     blas = limit_threads(1)
     nn.memory.keep_freed_memory()
     print(f"numpy {np.__version__}, BLAS: {blas}")
     config = CONFIG
-    # first without timers, then with them
-    plain = {"tensorgrad": seconds_per_step(tensorgrad_step(gpt(config)), config, args.rows, args.steps),
-             "numpy": seconds_per_step(numpy_step_of(gpt(config)).step, config, args.rows, args.steps)}
+    rows = ROWS + (DATA_PARALLEL_ROWS if processes > 1 else [])
+    # first without timers, then with them (instrumented before the workers fork)
+    run = dict(config=config, rows=args.rows, steps=args.steps, processes=processes)
+    plain = {"tensorgrad": seconds_per_step(tensorgrad_step(gpt(config), processes), **run),
+             "numpy": seconds_per_step(numpy_step_of(gpt(config), processes).step, **run)}
     found = {}
     clock = Clock()
     instrument_tensorgrad(clock)
-    found["tensorgrad"] = seconds_per_step(tensorgrad_step(gpt(config), clock), config, args.rows, args.steps,
-                                           clock)
+    found["tensorgrad"] = seconds_per_step(tensorgrad_step(gpt(config), processes, clock), clock=clock, **run)
     clock = Clock()
-    trainer = numpy_step_of(gpt(config))
-    instrument_numpy(clock, trainer)
-    found["numpy"] = seconds_per_step(trainer.step, config, args.rows, args.steps, clock)
+    instrument_numpy(clock, processes)
+    found["numpy"] = seconds_per_step(numpy_step_of(gpt(config), processes).step, clock=clock, **run)
 
-    print(f"one training step of the nanoGPT CPU config on {args.rows} rows, one process, one BLAS thread; "
-          f"ms per step (mean of {args.steps})\n")
+    where = ("one process" if processes == 1 else
+             f"{processes} processes of {args.rows} rows each (the first process's step)")
+    print(f"one training step of the nanoGPT CPU config on {args.rows * processes} rows, {where}, one BLAS "
+          f"thread each; ms per step (mean of {args.steps})\n")
     print(f"{'':50s} {'tensorgrad':>16s} {'numpy by hand':>16s}")
-    columns = {engine: split(regions, gemms) for engine, (_, regions, gemms) in found.items()}
-    for i, (title, _, _) in enumerate(ROWS):
+    columns = {engine: split(rows, regions, gemms) for engine, (_, regions, gemms) in found.items()}
+    for i, (title, _, _) in enumerate(rows):
         cells = [f"{1e3 * columns[e][i]:8.2f} {columns[e][i] / found[e][0]:6.1%}" for e in ("tensorgrad", "numpy")]
         print(f"{title:50s} {cells[0]:>16s} {cells[1]:>16s}")
     for title, figures in [("total, with the timers", {e: found[e][0] for e in found}),

@@ -135,13 +135,17 @@ def test_the_step_benchmark_times_each_new_engine_in_a_child_process(engine):
     assert ms > 0 and mib > 0
 
 
-def test_the_time_split_benchmark_prints_every_row_and_they_add_up_to_the_step():
-    done = subprocess.run([sys.executable, str(BENCH / "step_split.py"), "--rows", "1", "--steps", "3"],
-                          capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_time_split_benchmark_prints_every_row_and_they_add_up_to_the_step(processes):
+    done = subprocess.run([sys.executable, str(BENCH / "step_split.py"), "--rows", "1", "--steps", "3",
+                           "--processes", str(processes)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    from step_split import ROWS
+    from step_split import DATA_PARALLEL_ROWS, ROWS
     lines = {line[:50].strip(): line[50:].split() for line in done.stdout.splitlines() if len(line) > 50}
-    rows = [lines[title] for title, _, _ in ROWS]   # each: tensorgrad ms, share, numpy ms, share
+    expected = ROWS + (DATA_PARALLEL_ROWS if processes > 1 else [])
+    assert [title for title in lines if title in {t for t, _, _ in ROWS + DATA_PARALLEL_ROWS}] == \
+        [title for title, _, _ in expected]   # the split's rows only when the step is split
+    rows = [lines[title] for title, _, _ in expected]   # each: tensorgrad ms, share, numpy ms, share
     total = lines["total, with the timers"]
     for engine in (0, 2):   # every moment of a step is in one row
         assert sum(float(row[engine]) for row in rows) == pytest.approx(float(total[engine // 2]), rel=0.1)
