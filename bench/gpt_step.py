@@ -20,10 +20,12 @@ alternate for --rounds rounds, so drifting machine load hits both alike; each fi
 the median over rounds of each process's median step. MFU is the step's matmul FLOPs per
 second over the float32 matmul rate numpy reaches on this machine, measured at the start.
 --fixed times tensorgrad and the hand-written step on a model so small (n_embd 16, block 8,
-2 rows) that numpy's arithmetic is next to nothing: what is left is each step's fixed cost
-(Python: building the graph, calling each vjp, the processes' messages), and tensorgrad's
-minus the hand-written one's is the engine's share of it (the default model runs the same
-ops and messages, so about the same share).
+one row per process) that numpy's arithmetic is next to nothing: what is left is each step's
+fixed cost (Python: building the graph, calling each vjp, the processes' messages), and
+tensorgrad's minus the hand-written one's is the engine's share of it (the default model runs
+the same ops and messages, so about the same share). It does so split across --threads
+processes and in one process on one row: how much more the same Python costs with the other
+process running beside it.
 --memory reports each engine's peak resident memory over a 200-step run (tensorgrad's
 with its worker processes': their peaks added, so pages they share count twice). PyTorch is
 optional: without it, tensorgrad's and the hand-written step's figures are printed.
@@ -256,12 +258,14 @@ def main():
     print(f"README's loop / tensorgrad's one-process step: {ms['readme'] / ms['tensorgrad-1']:.2f}", flush=True)
 
     if args.fixed:
-        tiny = dict(CONFIG, n_embd=16, block_size=8, batch_size=2)
-        ms = compare(tiny, args.steps, args.threads, args.rounds, list(DATA_PARALLEL))
-        print(f"\nfixed cost of a step (n_embd {tiny['n_embd']}, block_size {tiny['block_size']}, batch "
-              f"{tiny['batch_size']}; {args.threads} processes): tensorgrad "
-              f"{ms['tensorgrad']:.2f} ms, numpy {ms['numpy']:.2f} ms, the engine's own "
-              f"{ms['tensorgrad'] - ms['numpy']:.2f} ms a step", flush=True)
+        tiny = dict(CONFIG, n_embd=16, block_size=8, batch_size=args.threads)   # a row per process
+        split = compare(tiny, args.steps, args.threads, args.rounds, list(DATA_PARALLEL))
+        alone = compare(dict(tiny, batch_size=1), args.steps, args.threads, args.rounds, ["tensorgrad-1", "numpy-1"])
+        print(f"\nfixed cost of a step (n_embd {tiny['n_embd']}, block_size {tiny['block_size']}, one row per "
+              f"process): {args.threads} processes: tensorgrad {split['tensorgrad']:.2f} ms, numpy "
+              f"{split['numpy']:.2f} ms, the engine's own {split['tensorgrad'] - split['numpy']:.2f} ms a step; "
+              f"one process: tensorgrad {alone['tensorgrad-1']:.2f} ms, numpy {alone['numpy-1']:.2f} ms, the "
+              f"engine's own {alone['tensorgrad-1'] - alone['numpy-1']:.2f} ms", flush=True)
 
     if args.memory:
         print("\npeak resident memory of a 200-step training run (fresh process each):")
