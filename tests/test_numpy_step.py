@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import nn
+from tensorgrad.autograd import backward_order
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
@@ -150,3 +151,31 @@ def test_the_time_split_benchmark_prints_every_row_and_they_add_up_to_the_step(p
     for engine in (0, 2):   # every moment of a step is in one row
         assert sum(float(row[engine]) for row in rows) == pytest.approx(float(total[engine // 2]), rel=0.1)
     assert float(lines["matrix products (GEMMs, replayed alone)"][0]) > 0
+
+
+def test_the_fusion_bound_fuses_each_block_into_one_node_that_computes_the_same(monkeypatch):
+    import fused_bound
+    x, y = batch(3, 16)
+    expected_loss, expected = tensorgrad_loss_and_grads(gpt(np.float64, n_layer=2, block_size=16), x, y)
+    monkeypatch.setattr(nn.transformer.TransformerBlock, "forward", fused_bound.fused_block_forward)
+    model = gpt(np.float64, n_layer=2, block_size=16)
+    loss, grads = tensorgrad_loss_and_grads(model, x, y)
+    assert loss == pytest.approx(expected_loss, rel=1e-12)
+    for name in expected:
+        assert_close(grads[name], expected[name], 1e-9, name)
+    _, loss = model(x, y)   # one node per block: of a block's inside, nothing is in the graph
+    ops = [node.op for node in backward_order(loss)]
+    assert ops.count("fused block") == 2 and ops.count("layer_norm") == 1   # the blocks; ln_f
+    assert "scaled_dot_product_attention" not in ops and "gelu" not in ops
+
+
+def test_the_fusion_bound_prints_each_variants_step_against_the_hand_written_one():
+    done = subprocess.run([sys.executable, str(BENCH / "fused_bound.py"), "--rounds", "1", "--steps", "2"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = {line[:28].strip(): line[28:].split() for line in done.stdout.splitlines()[-3:]}
+    import fused_bound
+    assert list(rows) == list(fused_bound.VARIANTS)
+    for tg_ms, np_ms, ratio, _ in rows.values():
+        assert float(tg_ms) > 0 and float(np_ms) > 0
+        assert float(ratio) == pytest.approx(float(tg_ms) / float(np_ms), abs=0.01)
