@@ -33,32 +33,25 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nn  # noqa: E402
 import numpy_step  # noqa: E402
 import tensorgrad as tg  # noqa: E402
+from nn import functional as F  # noqa: E402
 from gpt_step import CONFIG, batches, gpt, limit_threads, numpy_trainer, tensorgrad_trainer  # noqa: E402
 
 VARIANTS = {"as it is": (), "blocks fused": ("fuse",), "blocks fused, no undo copy": ("fuse", "no keep")}
-BLOCK_NAMES = ["ln1.weight", "ln1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
-               "attn.proj.bias", "ln2.weight", "ln2.bias", "ffn.fc.weight", "ffn.fc.bias",
-               "ffn.proj.weight", "ffn.proj.bias"]
 
 
 @functools.lru_cache(maxsize=None)
 def block_parameters(block):
     """The block's parameters in numpy_step's order (looked up once per block)."""
     named = dict(block.named_parameters())
-    return [named[name] for name in BLOCK_NAMES]
-
-
-@functools.lru_cache(maxsize=16)
-def causal_mask(T, dtype):
-    return np.triu(np.full((T, T), -np.inf, dtype), k=1)
+    return [named[name] for name in numpy_step.BLOCK_NAMES]
 
 
 def fused_block_forward(block, x):
     """TransformerBlock.forward as one node: numpy_step.block forward, block_backward back."""
     B, T, C = x.shape
     params = block_parameters(block)
-    arrays = {name: p.data for name, p in zip(BLOCK_NAMES, params)}
-    mask = causal_mask(T, x.dtype)
+    arrays = {name: p.data for name, p in zip(numpy_step.BLOCK_NAMES, params)}
+    mask = F.future_penalty(T, T, x.dtype)                 # 0, and -inf where a key is later
     out = x.data.reshape(B * T, C).copy()                  # the block updates its stream in place
     saved = numpy_step.block(out, arrays, B, T, block.attn.n_heads, mask)
 
@@ -66,7 +59,7 @@ def fused_block_forward(block, x):
         dx = g.reshape(B * T, C).copy()
         grads = {name: np.empty_like(array) for name, array in arrays.items()}
         numpy_step.block_backward(dx, saved, arrays, grads, B, T, block.attn.n_heads, np.ones(B * T, x.dtype))
-        return [dx.reshape(B, T, C)] + [grads[name] for name in BLOCK_NAMES]
+        return [dx.reshape(B, T, C)] + [grads[name] for name in numpy_step.BLOCK_NAMES]
     return tg.make_op("fused block", out.reshape(B, T, C), (x, *params), vjps=backward, fresh=True)
 
 

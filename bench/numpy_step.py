@@ -263,12 +263,14 @@ def gpt_forward_backward(params, grads, n_layer, n_head, idx, targets, scale=1.0
 
 # ---- the trainer: forward and backward, clip, AdamW; on one process or several --------------
 
+# a block's parameters, by nn.TransformerBlock's names, in nn.GPT's order
+BLOCK_NAMES = ("ln1.weight", "ln1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
+               "ln2.weight", "ln2.bias", "ffn.fc.weight", "ffn.fc.bias", "ffn.proj.weight", "ffn.proj.bias")
+
+
 def parameter_names(n_layer):
     """nn.GPT's parameter names, in its order, for the model this file is written for."""
-    block_names = ["ln1.weight", "ln1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
-                   "attn.proj.bias", "ln2.weight", "ln2.bias", "ffn.fc.weight", "ffn.fc.bias",
-                   "ffn.proj.weight", "ffn.proj.bias"]
-    return (["tok_emb.weight", "pos_emb.weight"] + [f"h.{i}.{name}" for i in range(n_layer) for name in block_names]
+    return (["tok_emb.weight", "pos_emb.weight"] + [f"h.{i}.{name}" for i in range(n_layer) for name in BLOCK_NAMES]
             + ["ln_f.weight", "ln_f.bias", "head.weight"])
 
 
