@@ -39,7 +39,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nn  # noqa: E402
 import numpy_step  # noqa: E402
 import tensorgrad  # noqa: E402
-from gpt_step import CONFIG, GRAD_CLIP, OPTIMIZER, batches, gpt, limit_threads  # noqa: E402
+from gpt_step import (CONFIG, GRAD_CLIP, OPTIMIZER, batches, gpt, limit_threads, numpy_trainer,  # noqa: E402
+                      tensorgrad_trainer)
 from nn import functional as F  # noqa: E402
 from tensorgrad import autograd  # noqa: E402
 
@@ -156,16 +157,11 @@ def instrument_tensorgrad(clock):
 
 def tensorgrad_step(model, processes=1, clock=None):
     """README's loop, its optimizer phase timed when a clock is given; with processes > 1,
-    the main job's step, split across them by nn.parallel."""
-    optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
+    the main job's step, split across them by nn.parallel (gpt_step.py's, whose optimizer
+    instrument_tensorgrad times)."""
     if processes > 1:
-        parallel = nn.parallel.DataParallel(model, processes, optimizer)
-
-        def step(x, y):
-            optimizer.zero_grad()
-            parallel.forward_backward(x, y)
-            parallel.step(max_norm=GRAD_CLIP)   # clip_grad_norm, then each process's group of AdamW
-        return step
+        return tensorgrad_trainer(model, processes)[0]
+    optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
 
     def update():
         nn.optim.clip_grad_norm(model.parameters(), GRAD_CLIP)
@@ -179,10 +175,6 @@ def tensorgrad_step(model, processes=1, clock=None):
         loss.backward()
         update()
     return step
-
-
-def numpy_step_of(model, processes=1):
-    return numpy_step.NumpyTrainer(model, processes, **OPTIMIZER, max_norm=GRAD_CLIP)
 
 
 def instrument_numpy(clock, processes=1):
@@ -255,14 +247,14 @@ def main():
     # first without timers, then with them (instrumented before the workers fork)
     run = dict(config=config, rows=args.rows, steps=args.steps, processes=processes)
     plain = {"tensorgrad": seconds_per_step(tensorgrad_step(gpt(config), processes), **run),
-             "numpy": seconds_per_step(numpy_step_of(gpt(config), processes).step, **run)}
+             "numpy": seconds_per_step(numpy_trainer(gpt(config), processes)[0], **run)}
     found = {}
     clock = Clock()
     instrument_tensorgrad(clock)
     found["tensorgrad"] = seconds_per_step(tensorgrad_step(gpt(config), processes, clock), clock=clock, **run)
     clock = Clock()
     instrument_numpy(clock, processes)
-    found["numpy"] = seconds_per_step(numpy_step_of(gpt(config), processes).step, clock=clock, **run)
+    found["numpy"] = seconds_per_step(numpy_trainer(gpt(config), processes)[0], clock=clock, **run)
 
     where = ("one process" if processes == 1 else
              f"{processes} processes of {args.rows} rows each (the first process's step)")
