@@ -10,7 +10,7 @@ import numpy as np
 import tensorgrad as tg
 
 from . import functional as F
-from . import rng
+from . import gpt2, rng
 from .layers import Dropout, Embedding, LayerNorm, Linear, SinusoidalPositionalEncoding, check_ids
 from .module import Module, ModuleList
 from .rng import generator
@@ -113,9 +113,14 @@ class GPT(Module):
     def from_gpt2(cls, directory):
         """The model of a Hugging Face GPT-2 directory on disk (config.json and
         model.safetensors, as transformers' save_pretrained writes them, the original GPT-2
-        weights included): the reverse of nn.export.to_gpt2. Nothing is downloaded."""
-        from .export import from_gpt2   # export.py builds a GPT: imported here, not at the top
-        return from_gpt2(directory)
+        weights included): the reverse of nn.export.to_gpt2. Nothing is downloaded. The arrays
+        read become the parameters (no second copy), and no random weights are drawn for them."""
+        config, where = gpt2.read_layout(directory)   # checked against the files' headers first
+        with rng.skipping_init():
+            model = cls(**config)
+        names = [name for name, _ in model.named_parameters()]
+        model.load_state_dict(gpt2.read_weights(directory, config, where, names), assign=True)
+        return model
 
     def _init_weights(self, n_layer):
         # N(0, 0.02) for every Linear and Embedding, biases 0, LayerNorms keep 1 and 0. The
