@@ -5,14 +5,14 @@ the same step written by hand in numpy.
 
 Both engines train the same model (bench/torch_gpt.py is nn.GPT's twin, weights copied
 over) on the same batches with the same optimizer, each on --threads cores: tensorgrad
-splits the batch across that many processes of one BLAS thread each (nn.parallel, as
+splits the batch across that many processes of one BLAS thread each (train.parallel, as
 demos/train_chargpt.py trains), PyTorch splits each op across that many threads.
 "numpy" is bench/numpy_step.py: the same step with every gradient derived by hand, no
 autodiff, its batch split across the same processes; tensorgrad / numpy is the engine's
 own cost. For the default model the script also times one process each: tensorgrad's
-step (nn.parallel with one process) and the hand-written one on --threads BLAS threads,
-and README's loop (`logits, loss = model(x, y)`, `loss.backward()`, clip, `opt.step()`,
-no nn.parallel) in a process that calls nothing of nn.memory itself.
+step (train.parallel with one process) and the hand-written one on --threads BLAS threads,
+and README's loop (`train.keep_freed_memory()`, then `logits, loss = model(x, y)`,
+`loss.backward()`, clip, `opt.step()`, no train.parallel).
 Each engine runs in a fresh process of
 its own: in one process, OpenBLAS's worker threads (numpy) and PyTorch's OpenMP threads
 spin-wait for work on the same two cores and slow each other down. The processes
@@ -42,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nn  # noqa: E402
+import train  # noqa: E402
 
 CONFIG = dict(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, batch_size=12)
 OPTIMIZER = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
@@ -104,7 +105,7 @@ def tensorgrad_trainer(model, processes=1):
     """The training step of demos/train_chargpt.py: the batch split across `processes`.
     Returns (step, worker pids)."""
     optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
-    parallel = nn.parallel.DataParallel(model, processes, optimizer)
+    parallel = train.parallel.DataParallel(model, processes, optimizer)
 
     def step(x, y):
         optimizer.zero_grad()
@@ -115,7 +116,7 @@ def tensorgrad_trainer(model, processes=1):
 
 
 def readme_loop(model):
-    """README's training loop, step by step, without nn.parallel. Returns (step, no pids)."""
+    """README's training loop, step by step, without train.parallel. Returns (step, no pids)."""
     optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
 
     def step(x, y):
@@ -157,11 +158,10 @@ def torch_trainer(tg_model, threads):
 
 def child(engine, config, steps, threads, warmup=3):
     """In a fresh process: train `steps` steps; print the median ms per step and peak MiB.
-    Only the pytorch child imports torch. Every child but README's loop keeps freed memory
-    for reuse, as the training job does (nn/memory.py; PyTorch's own allocator does so
-    anyway); README's loop gets it as any loop does, from nn on the model's first forward."""
-    if engine != "readme":
-        nn.memory.keep_freed_memory()
+    Only the pytorch child imports torch. Every child keeps freed memory for reuse, as the
+    training job and README's loop do (train.keep_freed_memory; PyTorch's own allocator does
+    so anyway)."""
+    train.keep_freed_memory()
     model = gpt(config)
     processes = threads if engine in DATA_PARALLEL else 1
     make = {"tensorgrad": tensorgrad_trainer, "tensorgrad-1": tensorgrad_trainer, "numpy": numpy_trainer,
@@ -174,7 +174,7 @@ def child(engine, config, steps, threads, warmup=3):
         step(x, y)
         if i >= warmup:
             times.append(time.perf_counter() - start)
-    print(1e3 * float(np.median(times)), nn.memory.peak_resident_mib(workers))
+    print(1e3 * float(np.median(times)), train.memory.peak_resident_mib(workers))
 
 
 def run_child(engine, config, steps, threads):
@@ -206,7 +206,7 @@ def main():
     parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    # tensorgrad's processes split the batch (nn.parallel), each multiplying on one BLAS core, as
+    # tensorgrad's processes split the batch (train.parallel), each multiplying on one BLAS core, as
     # demos/train_chargpt.py runs, and so do the hand-written step's; PyTorch's threads split each op
     blas = limit_threads(1 if args.child in DATA_PARALLEL else args.threads)
     if args.child:
@@ -249,7 +249,7 @@ def main():
     print(f"\none process each, nanoGPT CPU config: tensorgrad and numpy on {args.threads} BLAS threads"
           + (f" (pytorch: the figure above, {args.threads} threads)" if has_torch else ""))
     print(f"{'step':44s} {'ms':>6s} {'ratio to numpy':>14s} {'ratio to pytorch':>16s}")
-    rows = [("tensorgrad (nn.parallel, one process)", "tensorgrad-1"), ("numpy (bench/numpy_step.py)", "numpy-1"),
+    rows = [("tensorgrad (train.parallel, one process)", "tensorgrad-1"), ("numpy (bench/numpy_step.py)", "numpy-1"),
             ("README's loop (no keep_freed_memory call)", "readme")]
     for title, engine in rows:
         line = f"{title:44s} {ms[engine]:6.1f} {ms[engine] / ms['numpy-1']:14.2f}"

@@ -8,13 +8,13 @@ One process on one BLAS thread trains the default model on --rows rows (6: what 
 the main job's 2 processes does with its half of the batch of 12): tensorgrad with README's
 loop, the hand-written step with its own. With --processes 2, each engine splits a batch of
 2 x --rows rows across 2 processes of one BLAS thread each, as the main job does
-(nn.parallel.DataParallel, and the hand-written step's own split); the table is then the
+(train.parallel.DataParallel, and the hand-written step's own split); the table is then the
 first process's step, with four rows more for what the split costs it: copying the
 gradients the other process adds up into shared memory (tensorgrad only: the hand-written
 step writes them there in the first place), adding up its group of the processes'
 gradients (the hand-written step also takes the gradient's norm there; tensorgrad's is in
 clip_grad_norm, the optimizer row), the copy of its group's weights and optimizer state
-that lets a run survive a worker killed mid-update (tensorgrad only: nn.parallel.KeptState),
+that lets a run survive a worker killed mid-update (tensorgrad only: train.parallel.KeptState),
 and waiting for the other process's replies. Each moment of a step
 is charged to the innermost timed region open then: each op's forward and its vjps (the
 fused ops, and the primitives the model uses), make_op (graph building), backward's
@@ -37,6 +37,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nn  # noqa: E402
+import train  # noqa: E402
 import numpy_step  # noqa: E402
 import tensorgrad  # noqa: E402
 from gpt_step import (CONFIG, GRAD_CLIP, OPTIMIZER, batches, gpt, limit_threads, numpy_trainer,  # noqa: E402
@@ -130,7 +131,7 @@ class Products:
 
 def instrument_tensorgrad(clock):
     """Time every op the model uses, forward and vjps, make_op and backward's accumulation;
-    and nn.parallel's steps (the optimizer's too), for a data-parallel step. Call it before
+    and train.parallel's steps (the optimizer's too), for a data-parallel step. Call it before
     DataParallel forks its workers: they then time themselves as this process does, and
     run as fast (or as slowly)."""
     ops = [(F, "linear", "linear"), (F, "layer_norm", "layer_norm"), (F, "cross_entropy", "cross_entropy"),
@@ -147,8 +148,8 @@ def instrument_tensorgrad(clock):
         return make_op(op, data, inputs, vjps, *args, **kwargs)
     ops_module.make_op = F.make_op = clock.timed("graph building", make_timed_op)
     autograd.Accumulator.add = clock.timed("accumulate", autograd.Accumulator.add)
-    parallel = nn.parallel
-    for attribute, region in [("_publish_grads", "publish"), ("_sum", "sum"), ("_receive", "waiting"),
+    parallel = train.parallel
+    for attribute, region in [("_publish_grads", "publish"), ("_sum", "sum"), ("receive", "waiting"),
                               ("clip_grad_norm", "optimizer")]:
         setattr(parallel, attribute, clock.timed(region, getattr(parallel, attribute)))
     parallel.KeptState.keep = clock.timed("keep", parallel.KeptState.keep)
@@ -157,7 +158,7 @@ def instrument_tensorgrad(clock):
 
 def tensorgrad_step(model, processes=1, clock=None):
     """README's loop, its optimizer phase timed when a clock is given; with processes > 1,
-    the main job's step, split across them by nn.parallel (gpt_step.py's, whose optimizer
+    the main job's step, split across them by train.parallel (gpt_step.py's, whose optimizer
     instrument_tensorgrad times)."""
     if processes > 1:
         return tensorgrad_trainer(model, processes)[0]
@@ -189,7 +190,7 @@ def instrument_numpy(clock, processes=1):
     # _sum: with one process only the gradient's norm; with more, adding up the processes' too
     trainer._sum = clock.timed("optimizer" if processes == 1 else "sum", trainer._sum)
     trainer._update = clock.timed("optimizer", trainer._update)    # clip's scale and AdamW
-    numpy_step._receive = clock.timed("waiting", numpy_step._receive)
+    numpy_step.receive = clock.timed("waiting", numpy_step.receive)
 
 
 def seconds_per_step(step, config, rows, steps, clock=None, warmup=3, processes=1):
@@ -240,7 +241,7 @@ def main():
     if processes < 1:
         parser.error(f"--processes must be at least 1, got {processes}")
     blas = limit_threads(1)
-    nn.memory.keep_freed_memory()
+    train.memory.keep_freed_memory()
     print(f"numpy {np.__version__}, BLAS: {blas}")
     config = CONFIG
     rows = ROWS + (DATA_PARALLEL_ROWS if processes > 1 else [])

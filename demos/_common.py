@@ -10,14 +10,12 @@ or read one with load_model: a train_chargpt.py checkpoint, or a Hugging Face GP
 """
 import argparse
 import importlib.util
-import math
 import os
 import re
 import time
 import warnings
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 
 # ---- command line and output ---------------------------------------------------------------
@@ -35,31 +33,6 @@ def parse_args(name, description, add_arguments=None):
     if args.quick:
         print("--quick: a tiny configuration that checks the demo runs; its numbers are not evidence")
     return args
-
-
-def checked(convert, ok, expected):
-    """An argparse type: the flag's text through convert (int or float), refused unless
-    ok(value), with argparse's usage error (exit status 2): "argument --lr: must be a
-    finite number > 0, got nan"."""
-    def parse(text):
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {expected}, got {text!r}") from None
-        if not ok(value):
-            raise argparse.ArgumentTypeError(f"must be {expected}, got {text}")
-        return value
-    parse.__name__ = convert.__name__   # argparse names the type in its messages and metavars
-    return parse
-
-
-# the flags' kinds of number; nan fails every comparison, so it is refused by each
-COUNT = checked(int, lambda n: n >= 0, "a whole number >= 0")
-POSITIVE_COUNT = checked(int, lambda n: n >= 1, "a whole number >= 1")
-POSITIVE = checked(float, lambda v: 0 < v < math.inf, "a finite number > 0")
-NON_NEGATIVE = checked(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
-FRACTION = checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
-SEED = checked(int, lambda n: 0 <= n < 2**32, "a whole number from 0 to 2**32 - 1 (numpy's seed range)")
 
 
 def table(headers, rows):
@@ -217,32 +190,16 @@ def local_text(source=None):
 
 def train_char_model(corpus, steps, block_size, batch_size, n_layer, n_head, n_embd, pos="learned",
                      model_block_size=None, lr=2e-3, seed=0, label="training"):
-    """A GPT trained with AdamW (warmup, cosine decay, clipping) on windows of `block_size`
-    characters of corpus.train (an nn.data.CharData). model_block_size, when larger, gives
-    the model a longer position table than it ever trains on. Returns (model, final loss)."""
+    """A GPT trained by train.fit (AdamW, warmup, cosine decay, clipping) on windows of
+    `block_size` characters of corpus.train (an nn.data.CharData). model_block_size, when
+    larger, gives the model a longer position table than it ever trains on. Returns (model,
+    final loss)."""
     import nn
-    from nn import data
+    import train
     nn.manual_seed(seed)
     model = nn.GPT(corpus.tokenizer.vocab_size, model_block_size or block_size, n_layer, n_head, n_embd,
                    pos=pos)
-    optimizer = nn.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.1)
-    rng = np.random.default_rng(seed)
-    started, recent = time.perf_counter(), []
-    with threadpool_limits(1):   # matrices this small multiply fastest on one BLAS thread
-        for step in range(steps):
-            optimizer.lr = nn.optim.cosine_lr(step, lr, lr / 10, max(1, steps // 20), steps)
-            x, y = data.get_batch(corpus.train, block_size, batch_size, rng)
-            _, loss = model(x, y)
-            optimizer.zero_grad()
-            loss.backward()
-            nn.optim.clip_grad_norm(model.parameters(), 1.0)
-            optimizer.step()
-            recent = (recent + [loss.item()])[-20:]
-            if (step + 1) % max(1, steps // 4) == 0 or step + 1 == steps:
-                print(f"  {label}: step {step + 1}/{steps}, loss {np.mean(recent):.3f} "
-                      f"({time.perf_counter() - started:.0f} s)", flush=True)
-    model.eval()
-    return model, float(np.mean(recent))
+    return train.fit(model, corpus.train, steps, block_size, batch_size, lr=lr, seed=seed, label=label)
 
 
 # ---- a trained model from disk ----------------------------------------------------------------
@@ -252,9 +209,9 @@ def load_model(path):
     vocabulary nn.export.to_gpt2 writes, or else its tokenizer.json read by the `tokenizers`
     library (GPT-2's byte-level BPE)."""
     import nn
+    import train
     if not os.path.isdir(path):
-        from train_chargpt import load_checkpoint
-        return load_checkpoint(path)
+        return train.run.load_checkpoint(path)
     model = nn.GPT.from_gpt2(path)
     return model, nn.export.char_tokenizer(path) or SubwordTokenizer(os.path.join(path, nn.export.TOKENIZER)), {}
 

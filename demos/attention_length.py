@@ -17,8 +17,8 @@ import numpy as np
 import tensorgrad as tg
 from nn import data
 
-from _common import (POSITIVE_COUNT, finish, local_text, parse_args, pyplot, save_figure, table, train_char_model,
-                     write_report)
+from _common import finish, local_text, parse_args, pyplot, save_figure, table, train_char_model, write_report
+from train.flags import POSITIVE_COUNT
 
 NAME = "attention_length"
 COLORS = {"sinusoidal": "tab:blue", "none": "tab:green", "learned": "tab:orange"}

@@ -10,7 +10,8 @@ own, whose tokens are then subwords).
 import argparse
 
 import nn
-from _common import COUNT, NON_NEGATIVE, POSITIVE_COUNT, SEED, load_model   # demos/ is on the path when a demo runs
+from _common import load_model   # demos/ is on the path when a demo runs
+from train.flags import COUNT, NON_NEGATIVE, POSITIVE_COUNT, SEED
 
 
 def main(argv=None):
@@ -24,7 +25,7 @@ def main(argv=None):
     parser.add_argument("--top_k", type=POSITIVE_COUNT, default=200,
                         help="sample only among the k most likely characters (default: 200)")
     parser.add_argument("--seed", type=SEED, default=1337, help="seed of the sampling (default: 1337)")
-    args = parser.parse_args(argv)   # each number checked as it is read (demos/_common.py)
+    args = parser.parse_args(argv)   # each number checked as it is read (train/flags.py)
     if not args.prompt:
         parser.error("--prompt is empty: give at least one character to start from")
 

@@ -14,8 +14,6 @@ import numpy as np
 import tensorgrad as tg
 from tensorgrad import Tensor
 
-from . import memory
-
 
 class Parameter(Tensor):
     """A Tensor that a Module trains: it always requires grad."""
@@ -48,8 +46,6 @@ class Module:
         try:
             if caller is None:  # the outermost call: its ops are the graph's top level
                 self._label_parameters()
-                if self.training:
-                    memory.keep_freed_memory_once()   # reuse each step's freed activations
                 return self.forward(*args, **kwargs)
             with tg.scope(caller._name_of(self)):
                 return self.forward(*args, **kwargs)

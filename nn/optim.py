@@ -24,18 +24,16 @@ class Optimizer:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
         require(type(self).__name__, "lr", lr, lambda v: v > 0, "a finite number > 0")
         self.lr = lr
-        self.updates = np.zeros(len(self.params), np.int64)   # how many times each parameter moved
+        self.updates = np.zeros(len(self.params), np.int64)   # how many times each parameter moved (Adam's t)
 
     def zero_grad(self):
         """Forget the gradients (set to None, so the next backward writes fresh arrays)."""
         for p in self.params:
             p.grad = None
 
-    def step(self, indices=None):
-        """Update every parameter that has a gradient (one without is left alone); with
-        `indices`, only those parameters (nn.parallel updates groups in separate processes)."""
-        for i in range(len(self.params)) if indices is None else indices:
-            p = self.params[i]
+    def step(self):
+        """Update every parameter that has a gradient (one without is left alone)."""
+        for i, p in enumerate(self.params):
             if p.grad is not None:
                 self.updates[i] += 1
                 self.update(i, p.data, p.grad)
@@ -51,17 +49,6 @@ class Optimizer:
             for i, array in enumerate(getattr(self, kind)):
                 arrays[f"{kind}.{i}"] = array
         return arrays
-
-    def move_state(self, place):
-        """Move every state array, values and all, into the arrays that place(arrays)
-        returns for them (nn.parallel puts them in memory its processes share)."""
-        old = self.state_arrays()
-        new = dict(zip(old, place(list(old.values()))))
-        for name, array in old.items():
-            new[name][...] = array
-        self.updates = new["updates"]
-        for kind in self.STATE:
-            setattr(self, kind, [new[f"{kind}.{i}"] for i in range(len(getattr(self, kind)))])
 
     def state_dict(self):
         return {name: np.array(array) for name, array in self.state_arrays().items()}

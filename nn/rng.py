@@ -1,6 +1,6 @@
 """The random number generator of nn: parameter init and dropout draw from it, so one
 seed (nn.manual_seed) makes a run repeatable, and its state can travel in a checkpoint.
-nn.parallel runs each part of a batch drawing from a generator of its own, seeded from
+train.parallel runs each part of a batch drawing from a generator of its own, seeded from
 this one (drawing_from), so a run is repeatable for a given number of processes."""
 import contextlib
 

@@ -22,6 +22,14 @@ settings.register_profile("tensorgrad", max_examples=25, deadline=None, derandom
 settings.load_profile("tensorgrad")
 
 
+@pytest.fixture(autouse=True)
+def in_tmp_path(tmp_path, monkeypatch):
+    """Every test runs in a folder of its own (its tmp_path): whatever it, or a script it runs,
+    writes to a relative path (the main job's default out/ included) lands there, never in
+    the checkout or in a user's out/."""
+    monkeypatch.chdir(tmp_path)
+
+
 def random_array(shape, seed=0, positive=False, away_from_zero=False, dtype=np.float64):
     """Reproducible test data. positive: in [0.5, 2) (for log, sqrt, div, pow bases);
     away_from_zero: |x| in [0.3, 2) with a random sign (for abs and relu, whose kink is at 0)."""

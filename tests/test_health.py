@@ -1,5 +1,5 @@
-"""nn.health: gradient norms, update ratios and block statistics against hand computations,
-its CSV, the same measurements through nn.parallel.DataParallel, and bench/health_cost.py."""
+"""train.health: gradient norms, update ratios and block statistics against hand computations,
+its CSV, the same measurements through train.parallel.DataParallel, and bench/health_cost.py."""
 import math
 import re
 import subprocess
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import nn
+import train
 import tensorgrad as tg
-from nn import health
+from train import health
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -159,7 +160,7 @@ def test_data_parallel_gives_the_measurements_of_one_process():
     for processes in (1, 2):
         model = gpt()
         optimizer = nn.optim.AdamW(model.parameters(), lr=1e-2)
-        parallel = nn.parallel.DataParallel(model, processes, optimizer)
+        parallel = train.parallel.DataParallel(model, processes, optimizer)
         log = health.HealthLog(model)
         for step in range(2):
             optimizer.zero_grad()

@@ -1,7 +1,6 @@
-"""nn.memory: the allocator setting the training job applies, and its peak memory."""
+"""train.memory: the allocator setting the training job applies (and a loop of your own in\none line), and its peak memory."""
 import mmap
 import multiprocessing
-import os
 import subprocess
 import sys
 import time
@@ -9,11 +8,12 @@ import time
 import pytest
 
 import nn
+import train
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt is a Linux setting")
 def test_keep_freed_memory_applies_on_linux_and_training_still_works():
-    assert nn.memory.keep_freed_memory() is True
+    assert train.memory.keep_freed_memory() is True
     model = nn.Linear(4, 2)
     loss = model(nn.Parameter([[1.0, 2.0, 3.0, 4.0]])).sum()
     loss.backward()
@@ -21,13 +21,13 @@ def test_keep_freed_memory_applies_on_linux_and_training_still_works():
 
 
 def test_peak_resident_mib_adds_up_the_processes_given():
-    own = nn.memory.peak_resident_mib()
+    own = train.memory.peak_resident_mib()
     assert 10 < own < 10_000
     if sys.platform.startswith("linux"):
         child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(2,))
         child.start()
         try:
-            both = nn.memory.peak_resident_mib([child.pid])
+            both = train.memory.peak_resident_mib([child.pid])
             assert both > own
         finally:
             child.terminate()
@@ -36,34 +36,37 @@ def test_peak_resident_mib_adds_up_the_processes_given():
 
 # A step's activations, as glibc sees them: many arrays of about a MiB, made and then all freed.
 # With glibc's defaults, freeing them leaves that much free memory at the top of the heap, which
-# glibc hands back to the OS, so the next round faults every page in again; once nn keeps freed
-# memory (on a model's first training forward, with no call), the next round reuses it.
+# glibc hands back to the OS, so the next round faults every page in again; after the one line
+# train.keep_freed_memory(), the next round reuses it. nn itself never changes the setting.
 FAULTS_PER_ROUND = """
-import resource
+import resource, sys
 import numpy as np
 import nn
+if sys.argv[1] == "keep":
+    import train
+    train.keep_freed_memory()
 layer = nn.Linear(4, 2)
-layer(nn.Parameter(np.ones((1, 4))))   # a training forward: README's loop calls nothing else
+layer(nn.Parameter(np.ones((1, 4)))).sum().backward()   # a training step of nn's: it changes nothing
 faults = []
 for _ in range(4):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     activations = [np.ones(2**18, np.float32) for _ in range(64)]   # 64 arrays of 1 MiB
     del activations
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-print(max(faults[1:]), nn.memory._kept)
+print(max(faults[1:]), "train" in sys.modules)
 """
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt is a Linux setting")
-def test_a_plain_training_loop_reuses_freed_memory_without_asking_and_can_opt_out():
-    def run(**env):
-        done = subprocess.run([sys.executable, "-c", FAULTS_PER_ROUND], capture_output=True, text=True,
-                              env=dict(os.environ, **env), check=True)
-        faults, kept = done.stdout.split()
-        return int(faults), kept == "True"
+def test_one_line_keeps_freed_memory_for_a_loop_of_your_own_and_nn_alone_sets_nothing():
+    def run(mode):
+        done = subprocess.run([sys.executable, "-c", FAULTS_PER_ROUND, mode], capture_output=True, text=True,
+                              check=True)
+        faults, imported_train = done.stdout.split()
+        return int(faults), imported_train == "True"
 
-    reused, kept = run()
-    refaulted, opted_out_kept = run(TENSORGRAD_KEEP_FREED_MEMORY="0")
-    assert kept and not opted_out_kept
+    reused, _ = run("keep")
+    refaulted, imported_train = run("plain")
+    assert not imported_train   # nn never imports the training package
     pages = 64 * 2**20 // mmap.PAGESIZE
     assert reused < pages // 100 and refaulted > pages // 2, (reused, refaulted, pages)   # faults in a later round

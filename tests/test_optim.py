@@ -382,31 +382,6 @@ def test_optimizer_state_dict_round_trip_continues_identically(make):
         np.testing.assert_array_equal(a.data, b.data)
 
 
-@pytest.mark.parametrize("make", [
-    lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
-    lambda ps: optim.AdamW(ps, lr=0.01, weight_decay=0.1),
-], ids=["sgd", "adamw"])
-def test_move_state_puts_every_state_array_where_asked_and_training_goes_on_identically(make):
-    grads = grad_stream(4)
-    moved_params, params = params64(), params64()
-    moved, plain = make(moved_params), make(params)
-    run(moved, moved_params, grads[:2])
-    run(plain, params, grads[:2])
-    homes = []
-
-    def place(arrays):   # what nn.parallel passes: new arrays of the same shapes and dtypes
-        homes.extend(np.zeros_like(a) for a in arrays)
-        return homes[-len(arrays):]
-    moved.move_state(place)
-    state = moved.state_arrays()
-    assert len(state) == len(homes) and all(any(a is h for h in homes) for a in state.values())
-    run(moved, moved_params, grads[2:])
-    run(plain, params, grads[2:])
-    for a, b in zip(moved_params, params):
-        np.testing.assert_array_equal(a.data, b.data)
-    assert list(moved.updates) == [4] * len(SHAPES)
-
-
 def test_optimizer_state_dict_holds_copies():
     params = params64()
     opt = optim.Adam(params)

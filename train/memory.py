@@ -1,39 +1,27 @@
-"""A training process's memory: freed memory kept for reuse instead of re-faulted, and how
-much a process needed at most (peak_resident_mib).
+"""A training process's memory: freed memory kept for reuse instead of re-faulted
+(keep_freed_memory), and how much a process needed at most (peak_resident_mib).
 
 A tensorgrad training step allocates its activations and gradients afresh (tens of MiB for
 the nanoGPT CPU model) and frees them all when the step's graph goes. glibc's malloc then
 hands the freed top of the heap back to the operating system, and the next step pays the
-kernel to map and zero those pages again: thousands of page faults a step (README's benchmark
-notes give the figures; PyTorch's allocator keeps such memory). Whether it happens depends on
-the process's history: a job that once allocated and freed a large array has raised glibc's
-thresholds already; a small script has not.
+kernel to map and zero those pages again: thousands of page faults a step (PyTorch's
+allocator keeps such memory). Whether it happens depends on the process's history: a job
+that once allocated and freed a large array has raised glibc's thresholds already; a small
+script has not.
 
-So nn asks glibc to keep freed memory (keep_freed_memory) on the first training forward of
-a model, with no call needed from the training loop. It is a process-wide setting; to keep
-glibc's defaults, set `nn.memory.automatic = False` before that first forward, or the
-environment variable TENSORGRAD_KEEP_FREED_MEMORY=0.
+It is a setting of the whole process, so nn never makes it: an application chooses it. The
+main job calls keep_freed_memory() before it builds its model; a training loop of your own
+does the same in one line:
+
+    import train
+    train.keep_freed_memory()   # each step's freed activations are reused, not re-faulted
 """
 import ctypes
 import ctypes.util
-import os
 import sys
 
 M_TRIM_THRESHOLD = -1   # glibc's mallopt parameters (malloc.h)
 M_MMAP_THRESHOLD = -3
-
-automatic = os.environ.get("TENSORGRAD_KEEP_FREED_MEMORY", "1") != "0"   # see the module's docstring
-_kept = False   # whether keep_freed_memory() has run in this process
-
-
-def keep_freed_memory_once():
-    """keep_freed_memory(), the first time a model trains in this process, unless `automatic`
-    is off. nn.Module calls it; a training loop need not."""
-    global _kept
-    if automatic and not _kept:
-        _kept = True
-        keep_freed_memory()
-
 
 def keep_freed_memory(limit=256 * 2**20):
     """Ask glibc's malloc to keep up to `limit` bytes of freed memory for reuse, and to serve
@@ -49,7 +37,7 @@ def keep_freed_memory(limit=256 * 2**20):
 
 
 def peak_resident_mib(pids=()):
-    """Peak resident memory, in MiB, of this process plus the processes `pids` (nn.parallel's
+    """Peak resident memory, in MiB, of this process plus the processes `pids` (DataParallel's
     workers), each its own peak (Linux's VmHWM) and added up, so pages they share count
     twice. Without /proc (macOS, Windows): this process's own peak, where getrusage has it."""
     total = 0.0

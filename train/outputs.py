@@ -1,9 +1,11 @@
 """The files a run writes: none may be one of its inputs or another of its outputs, and only
 one run at a time may write them.
 
-    nn.outputs.check_clashes({"checkpoint": out, "loss log": out.with_suffix(".csv")},
+    train.outputs.outputs("out/chargpt.safetensors")   # every file the main job writes, named after it
+
+    train.outputs.check_clashes({"checkpoint": out, "loss log": out.with_suffix(".csv")},
                              {"corpus": "input.txt"})   # OutputError if two name one file
-    with nn.outputs.RunLock(f"{out}.lock"):   # Busy if another run holds it, naming its pid
+    with train.outputs.RunLock(f"{out}.lock"):   # Busy if another run holds it, naming its pid
         ...train, writing the outputs...
 
 Two paths name one file when they resolve to the same path (symlinks and ".." followed) or,
@@ -12,16 +14,37 @@ for files that exist, when they are the same file on disk (a hard link: two name
 The lock is the operating system's (flock) on an open file, so it goes away with the process
 that holds it, however that process ends: a run killed with kill -9 leaves its lock file
 behind, with its pid inside, but not the lock, and the next run takes the file over. A
-forked child (nn.parallel's workers) shares its parent's lock until it exits. Windows has no
+forked child (train.parallel's workers) shares its parent's lock until it exits. Windows has no
 flock: there the lock is not taken (a warning says so).
 """
 import os
 import warnings
+from collections import namedtuple
+from pathlib import Path
 
 try:
     import fcntl
 except ImportError:   # Windows
     fcntl = None
+
+
+Outputs = namedtuple("Outputs", "checkpoint loss_csv loss_png health_csv health_png")
+DESCRIBED = Outputs("checkpoint", "loss log", "loss plot", "gradient health log", "gradient health plot")
+
+
+def outputs(out):
+    """Every file the main job writes, named after --out: for out/chargpt.safetensors, the
+    checkpoint itself, the loss log out/chargpt.csv and .png, the gradient health
+    out/chargpt.health.csv and .health.png. (Its lock, out/chargpt.safetensors.lock, lives
+    only while the run does.)"""
+    out = Path(out)
+    return Outputs(out, out.with_suffix(".csv"), out.with_suffix(".png"), out.with_suffix(".health.csv"),
+                   out.with_suffix(".health.png"))
+
+
+def described(files):
+    """{"checkpoint": path, "loss log": path, ...}: the outputs by what they are, for messages."""
+    return dict(zip(DESCRIBED, files))
 
 
 class OutputError(ValueError):

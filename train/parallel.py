@@ -4,16 +4,17 @@ Each of `processes` parts of a batch runs forward and backward in a process of i
 this one, and processes forked from it when DataParallel is made. Processes, not threads:
 numpy lets go of Python's lock (the GIL) while it computes, but a tensorgrad step also
 runs Python between its numpy calls (building the graph, calling each vjp), and a thread
-waiting for the lock stalls its own numpy work (README's benchmark notes give the
-figures: threads slowed each half-batch several times more than processes do).
+waiting for the lock stalls its own numpy work (measured: threads slowed each half-batch
+several times more than processes do).
 
 The parameters move into shared memory, so every process computes with the current
 weights. The parameters are split into one group per process; each process adds up its
 group's gradients, always in process order, so a run gives the same numbers every time:
 its own part's gradients where they are, and the others' from shared buffers, where each
 process copies the gradients of the groups that others add up (not its own). Given the
-optimizer, DataParallel also moves its state into shared memory and splits each update the
-same way: each process updates its group (step()).
+optimizer, DataParallel also moves its state into shared memory (share_optimizer_state)
+and splits each update the same way: each process runs the optimizer's plain step() with
+only its group's gradients in place (step_group).
 
 A worker that dies (killed, out of memory) is WorkerDied, raised here, with the model and the
 optimizer as the last completed step left them, ready to be saved: each process keeps a copy
@@ -40,8 +41,8 @@ import numpy as np
 
 import tensorgrad as tg
 
-from . import rng
-from .optim import clip_grad_norm
+from nn import rng
+from nn.optim import clip_grad_norm
 
 
 class DataParallel:
@@ -79,7 +80,7 @@ class DataParallel:
         self.groups = balanced_groups([p.size for p in self.params], self.processes)   # who sums what
         self.kept = None   # each update group as it was before the update in progress
         if self.optimizer is not None:
-            self.optimizer.move_state(shared_arrays)
+            share_optimizer_state(self.optimizer)
             self.kept = KeptState(self.optimizer, balanced_groups([p.size for p in self.optimizer.params],
                                                                   self.processes))
         context = multiprocessing.get_context("fork")
@@ -92,7 +93,7 @@ class DataParallel:
             process.start()
             there.close()
             self.workers.append((here, process))
-        self._finalizer = weakref.finalize(self, _stop, list(self.workers))
+        self._finalizer = weakref.finalize(self, stop_workers, list(self.workers))
 
     def close(self):
         """Stop the worker processes (also done when DataParallel is garbage-collected);
@@ -142,7 +143,7 @@ class DataParallel:
 
         def here():
             self.kept.keep(0)
-            self.optimizer.step(groups[0])
+            step_group(self.optimizer, groups[0])
         self.kept.forget()
         try:
             self._exchange(messages, here)
@@ -196,7 +197,7 @@ class DataParallel:
         try:
             result = here()
         finally:
-            replies = [_receive(connection, process) for connection, process in self.workers[:len(messages)]]
+            replies = [receive(connection, process) for connection, process in self.workers[:len(messages)]]
         for reply in replies:
             if isinstance(reply, WorkerDied):
                 self.close()   # the next call starts new workers
@@ -267,7 +268,7 @@ def _serve(model, optimizer, kept, k, grads, totals, groups, connection, parent_
         for p, total, has in zip(params, totals, has_grad):
             p.grad = total if has else None
         kept.keep(k)
-        optimizer.step(group)
+        step_group(optimizer, group)
         return None
     serve(connection, handle, parent_ends)
 
@@ -275,7 +276,7 @@ def _serve(model, optimizer, kept, k, grads, totals, groups, connection, parent_
 def serve(connection, handle, parent_ends=()):
     """A worker process's loop: answer each message with ("done", handle(message)), or
     ("error", the traceback) when it raises, until the connection closes or brings None.
-    _receive reads the answers.
+    receive() reads the answers.
 
     The fork gave this process a copy of the main process's end of every pipe (its own and
     earlier workers'): `parent_ends`. They are closed first: then the only other holder of
@@ -329,7 +330,7 @@ def _sum(k, params, groups, has_grad, grads, totals):
                 totals[i] += grad
 
 
-def _receive(connection, process):
+def receive(connection, process):
     """A worker's reply, or the exception to raise for its failure or its death."""
     try:
         status, value = connection.recv()
@@ -340,7 +341,9 @@ def _receive(connection, process):
     return value
 
 
-def _stop(workers):
+def stop_workers(workers):
+    """Stop the worker processes [(connection, process)]: ask each to end, then kill what is
+    still alive five seconds later."""
     for connection, process in workers:
         try:
             connection.send(None)
@@ -414,3 +417,32 @@ def shared_arrays(like):
         size += -(-array.nbytes // 64) * 64   # each array starts on a 64-byte boundary
     block = mmap.mmap(-1, max(size, 1))   # anonymous and shared: fork keeps it shared
     return [np.ndarray(a.shape, a.dtype, buffer=block, offset=o) for a, o in zip(like, offsets)]
+
+
+def share_optimizer_state(optimizer):
+    """Move every state array of an nn.optim optimizer (its per-parameter update counts and
+    each kind of state it names in STATE, e.g. Adam's m and v), values and all, into memory
+    that forked processes share, so each process's update of its group is seen by all."""
+    kinds = {kind: getattr(optimizer, kind) for kind in optimizer.STATE}   # lists, one array per parameter
+    old = [optimizer.updates] + [array for arrays in kinds.values() for array in arrays]
+    new = shared_arrays(old)
+    for shared, array in zip(new, old):
+        shared[...] = array
+    optimizer.updates, rest = new[0], iter(new[1:])
+    for kind, arrays in kinds.items():
+        setattr(optimizer, kind, [next(rest) for _ in arrays])
+
+
+def step_group(optimizer, group):
+    """optimizer.step() on the parameters optimizer.params[i] for i in `group` only: the
+    others' gradients are hidden while it runs (step() leaves a parameter without one alone),
+    then put back."""
+    members = set(group)
+    hidden = [(p, p.grad) for i, p in enumerate(optimizer.params) if i not in members]
+    for p, _ in hidden:
+        p.grad = None
+    try:
+        optimizer.step()
+    finally:
+        for p, grad in hidden:
+            p.grad = grad

@@ -1,0 +1,238 @@
+"""The main job's run around its loop: its outputs claimed before step 0, its state (the
+step, the evaluations so far, the random streams) saved to the checkpoint and read back on
+--resume, its stops (Ctrl-C, SIGTERM, a nan) and the loss log beside the checkpoint.
+
+Nothing is lost:
+- the outputs, all named after --out, may not be the corpus or each other; a new run does not
+  replace existing files without --overwrite; a second run on a busy --out is refused, naming
+  the pid of the run that holds its lock (claim_outputs);
+- a loss or gradient norm that is nan or inf stops the run before the update (NonFinite, exit
+  status 3), and the checkpoint on disk stays the last finite one (Run.require_finite);
+- Ctrl-C and SIGTERM finish the current step, then the job saves and exits (Interrupt);
+- every file is written to a temporary name and renamed (nn.atomic), and the temporary
+  files a killed run left are removed at the next start.
+"""
+import csv
+import io
+import math
+import signal
+from contextlib import contextmanager
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+import nn
+from nn import data
+
+from . import evaluate
+from .flags import MODEL_FIELDS, Config
+from .health import HealthLog, plot_health
+from .outputs import Busy, OutputError, RunLock, check_clashes, described, outputs
+
+RUN_STATE = ("config", "step", "history", "best_val_loss", "rng", "batch_rng")   # what --resume reads
+
+
+class JobError(Exception):
+    """A run that cannot start or go on: one line for the user, and the exit status (2 for a
+    usage error, as argparse's; 1 else)."""
+
+    def __init__(self, message, status=1):
+        super().__init__(message)
+        self.status = status
+
+
+class NonFinite(Exception):
+    """A loss or gradient norm that is nan or inf: the run stops before it reaches the weights
+    (exit status 3)."""
+
+
+class Interrupt:
+    """Ctrl-C (SIGINT) and SIGTERM only raise a flag, so the loop finishes its step and stops
+    with a checkpoint, then exits with 128 + the signal's number (130, 143), as a shell
+    reports a process that signal ended. A second one gets the default behaviour: quit at once."""
+
+    def __init__(self):
+        self.signal = None
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self)
+
+    @property
+    def requested(self):
+        return self.signal is not None
+
+    def __call__(self, signum, frame):
+        self.signal = signal.Signals(signum)
+        signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+
+
+@contextmanager
+def claim_outputs(config):
+    """Everything the outputs need before step 0, held while the run writes them: none of them
+    is the corpus (the same file under another name included: a symlink, a hard link); a new
+    run replaces no existing file unless --overwrite; no other run writes them at once (a lock
+    naming this run's pid, out/chargpt.safetensors.lock, released however the run ends). Then
+    it removes the temporary files a killed run left in the folder (nn.atomic)."""
+    out, files = Path(config.out), outputs(config.out)
+    try:
+        check_clashes(described(files), {"corpus": data.corpus_file(config.data)})
+    except OutputError as error:
+        raise JobError(f"--out {out} --data {config.data}: {error}; choose another --out", status=2) from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = RunLock(f"{out}.lock")
+    except Busy as busy:
+        raise JobError(f"--out {out} is busy: {busy}; wait for that run to end, or choose another --out") from None
+    with lock:
+        existing = [str(path) for path in files if path.exists()]
+        if existing and not (config.resume or config.overwrite):
+            raise JobError(f"{out} already holds a checkpoint: pass --resume to continue it, or --overwrite to "
+                           "start over and replace it and its logs" if out.exists() else
+                           f"{', '.join(existing)} already exist(s) and a new run would replace them: pass "
+                           "--overwrite, or choose another --out", status=2)
+        for path in nn.atomic.remove_stale_temporaries(out.parent):
+            print(f"removed {path}, a temporary file left by a run that was killed while writing")
+        yield
+
+
+def load_checkpoint(path):
+    """(model, tokenizer, meta) from a checkpoint written by the main job (a .safetensors
+    file, or an .npz of tensorgrad 0.1), its metadata and every tensor checked against the
+    model before anything is built (nn.checkpoint.load_gpt)."""
+    if not Path(path).exists():
+        raise nn.CheckpointError(f"{path}: no such checkpoint; train one with demos/train_chargpt.py "
+                                 f"(without --resume)")
+    return nn.checkpoint.load_gpt(path)
+
+
+def resumed_config(config, given, checkpoint):
+    """The Config of a resumed run: the checkpoint's settings, overridden by the flags given
+    now (except the model's shape, which the checkpoint fixes)."""
+    path, (model, _, meta) = config.out, checkpoint
+    missing = [key for key in RUN_STATE if key not in meta]
+    if missing:
+        raise nn.CheckpointError(f"{path}: cannot resume from it: its metadata lacks {', '.join(missing)} (it was "
+                                 "not written by train_chargpt.py; sample from it, or train a new model)")
+    shape = {name: model.config[name] for name in MODEL_FIELDS}
+    changed = [f"--{name} {given[name]} (the checkpoint has {shape[name]})"
+               for name in MODEL_FIELDS if name in given and given[name] != shape[name]]
+    if changed:
+        raise JobError(f"--resume cannot change the model's shape: {', '.join(changed)}; drop those flags")
+    known = {f.name for f in fields(Config)}   # a setting an older version had is dropped
+    saved = {name: value for name, value in meta["config"].items() if name in known}
+    return Config(**{**saved, **shape, **given, "out": path, "overwrite": False})
+
+
+class Run:
+    """What the loop carries from step to step beside the model and the optimizer: the step,
+    the evaluations so far (history), the batches' random stream, the step the checkpoint on
+    disk holds, and the gradient health log. Made from `checkpoint` (model, tokenizer, meta)
+    when it continues one: then every random stream is as the checkpoint left it."""
+
+    def __init__(self, config, corpus, model, optimizer, checkpoint=None):
+        self.config, self.out, self.corpus = config, Path(config.out), corpus
+        self.model, self.optimizer = model, optimizer
+        self.batch_rng = np.random.default_rng([config.seed, 0])   # a stream of its own, apart from nn's
+        self.step, self.history, self.best_val_loss, self.saved_step = 0, [], None, None
+        if checkpoint:   # everything that decides the next step, as the checkpoint left it
+            meta = checkpoint[2]
+            nn.load(self.out, optimizer)   # a second read: the moments need the optimizer to exist
+            try:
+                nn.rng.set_state(meta["rng"])
+                self.batch_rng.bit_generator.state = meta["batch_rng"]
+            except (TypeError, ValueError, KeyError) as error:
+                raise nn.CheckpointError(f"{self.out}: its random generators' states are damaged ({error})") from None
+            self.step, self.history, self.best_val_loss = meta["step"], meta["history"], meta["best_val_loss"]
+            self.saved_step = self.step
+        try:
+            self.health = HealthLog(model, outputs(self.out).health_csv,
+                                    resume_step=self.step if checkpoint else None)
+        except ValueError as error:   # a damaged log of an earlier run: it is the user's to keep or drop
+            raise JobError(f"{error}; move it away to start a new gradient health log") from None
+        self.streams = self.random_streams()   # as the last completed step left them
+
+    def random_streams(self):
+        return nn.rng.get_state(), self.batch_rng.bit_generator.state
+
+    def lr(self, step):
+        """The learning rate at `step`: warmup, then cosine decay to min_lr at decay_iters."""
+        c = self.config
+        return nn.optim.cosine_lr(step, c.lr, c.min_lr, c.warmup_iters, c.decay_iters)
+
+    def next_batch(self):
+        return data.get_batch(self.corpus.train, self.config.block_size, self.config.batch_size, self.batch_rng)
+
+    def stepped(self):
+        """The step is done: count it, and keep the random streams it left (a checkpoint
+        written before the next one completes holds those)."""
+        self.step += 1
+        self.streams = self.random_streams()
+
+    def require_finite(self, step, **values):
+        """Stop (NonFinite) if any of the values is nan or inf, before it reaches the weights."""
+        bad = [f"{name.replace('_', ' ')} is {value}" for name, value in values.items() if not math.isfinite(value)]
+        if bad:
+            kept = (f"{self.out} keeps step {self.saved_step}, the last finite checkpoint"
+                    if self.saved_step is not None else "no checkpoint was written")
+            clip = "" if self.config.grad_clip else " (or clip the gradients: --grad_clip 1)"
+            raise NonFinite(f"step {step}: the {' and the '.join(bad)} (learning rate {self.optimizer.lr:.4g}): "
+                            f"stopped before the update; {kept}. Lower --lr{clip} and continue with --resume")
+
+    def evaluated(self, step):   # (by a resumed run's checkpoint, too)
+        return bool(self.history) and self.history[-1][0] == step
+
+    def evaluate(self, parallel):
+        """`step N: train loss X, val loss Y` for the current step, kept in history."""
+        losses = evaluate.estimate_loss(parallel, self.corpus, self.config)
+        self.require_finite(self.step, train_loss=losses["train"], val_loss=losses["val"])
+        self.history.append([self.step, losses["train"], losses["val"], self.lr(self.step)])
+        self.best_val_loss = min(losses["val"], self.best_val_loss or math.inf)
+        tqdm.write(f"step {self.step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+
+    def save(self, **extra):
+        """The checkpoint of the state after `step` steps and the loss log; its random streams
+        are those the step found (streams), even where the step has begun to draw from them."""
+        nn.save(self.out, self.model, self.optimizer, model_config=self.model.config, config=asdict(self.config),
+                tokenizer=self.corpus.tokenizer.chars, step=self.step, history=self.history,
+                val_loss=self.history[-1][2] if self.history else None, best_val_loss=self.best_val_loss,
+                rng=self.streams[0], batch_rng=self.streams[1], **extra)
+        write_csv(self.history, self.out)
+        self.saved_step = self.step
+
+    def plot(self):
+        """The loss curve and the gradient health, drawn beside the checkpoint."""
+        plot_losses(self.history, self.out)
+        plot_health(self.health, outputs(self.out).health_png)
+
+
+def write_csv(history, out):
+    """The evaluations so far, beside the checkpoint: out/chargpt.csv (written whole to a
+    temporary file and renamed: a kill never leaves it half written)."""
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(["step", "train_loss", "val_loss", "lr"])
+    writer.writerows(history)
+    nn.atomic.write_atomically(outputs(out).loss_csv, lambda file: file.write(text.getvalue().encode()))
+
+
+def plot_losses(history, out):
+    """The loss curve beside the checkpoint (out/chargpt.png), when matplotlib is installed;
+    without it, one line says that neither PNG is drawn (the health plot skips its own quietly)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")   # files only: no window, no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"no {outputs(out).loss_png.name} or {outputs(out).health_png.name}: matplotlib is not installed "
+              '(pip install ".[plots]" draws them; the .csv logs are written)')
+        return
+    steps, train, val, _ = zip(*history)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(steps, train, label="train")
+    ax.plot(steps, val, label="val")
+    ax.set(xlabel="step", ylabel="loss", title=f"{out.name}: mean loss of the eval batches")
+    ax.legend()
+    nn.atomic.write_atomically(outputs(out).loss_png,
+                               lambda file: fig.savefig(file, format="png", dpi=100, bbox_inches="tight"))
+    plt.close(fig)
