@@ -196,7 +196,9 @@ def load_corpus(source="shakespeare", cache_dir=None, timeout=TIMEOUT):
         return text, (f"offline: could not download {remote.url} ({reason}) and no copy is cached "
                       f"in {os.path.dirname(path)}; training instead on the docstrings of Python "
                       f"{sys.version_info[0]}.{sys.version_info[1]}'s standard library "
-                      f"({len(text):,} characters)")
+                      f"({len(text):,} characters), so no loss will match the real corpus's. For it: put "
+                      f"{remote.filename} at {path} (checked by its sha256), or pass --data PATH to train "
+                      f"on a copy of yours")
     write_atomically(path, lambda file: file.write(data))   # only now, checked: the cache holds nothing bad
     return data.decode("utf-8"), f"{remote.filename}, downloaded from {remote.url} to {path}"
 

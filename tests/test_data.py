@@ -206,6 +206,9 @@ def test_offline_without_a_cache_falls_back_to_the_standard_library(tmp_path):
     assert about.startswith("offline: could not download") and "\n" not in about
     assert f"({len(text):,} characters)" in about
     assert "standard library" in about and os.listdir(tmp_path) == []
+    # and how to get the real corpus: the file's name and place in the cache, or --data
+    assert about.endswith(f"put input.txt at {tmp_path / 'input.txt'} (checked by its sha256), or pass "
+                          "--data PATH to train on a copy of yours")
     corpus = data.prepare(text, block_size=64)
     assert corpus.tokenizer.decode(corpus.train[:20]) == text[:20]
 
