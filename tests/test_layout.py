@@ -1,0 +1,92 @@
+"""The packages keep to their jobs: tensorgrad never imports nn, nn never imports the
+training package (train) and does no process, lock, signal or allocator work of its own,
+and no module of nn or train, and no demo, imports itself back in a cycle."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# what only the training package may do: fork processes, lock files, catch signals, tune malloc
+TRAINING_ONLY = {"multiprocessing", "fcntl", "signal", "ctypes", "mmap", "threadpoolctl", "train"}
+
+
+def imports(path):
+    """(module names a file imports, at its top or inside a function), relative imports made
+    absolute with the file's own package."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = path.parent.name
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = f"{package}.{node.module}" if node.level and node.module else package if node.level else node.module
+            names.add(base)
+            names |= {f"{base}.{alias.name}" for alias in node.names}   # `from . import rng`
+    return names
+
+
+def sources(package):
+    return sorted((REPO / package).glob("*.py"))
+
+
+def module_name(path):
+    return path.parent.name if path.stem == "__init__" else f"{path.parent.name}.{path.stem}"
+
+
+def test_nn_does_no_process_lock_signal_or_allocator_work_and_never_imports_train():
+    for path in sources("nn"):
+        found = {name.split(".")[0] for name in imports(path)} & TRAINING_ONLY
+        assert not found, f"{path.relative_to(REPO)} imports {sorted(found)}: that belongs in train/"
+        assert "mallopt" not in path.read_text(encoding="utf-8"), path
+
+
+def test_tensorgrad_never_imports_nn_and_nn_never_loads_train_at_run_time():
+    for path in sources("tensorgrad"):
+        assert not {name.split(".")[0] for name in imports(path)} & {"nn", "train"}, path
+    done = subprocess.run([sys.executable, "-c", "import sys, nn; m = nn.GPT(11, 8, 1, 2, 16); "
+                           "m(__import__('numpy').zeros((1, 8), int))[0]; "
+                           "print(sorted(set(sys.modules) & {'train', 'multiprocessing', 'threadpoolctl'}))"],
+                          capture_output=True, text=True, check=True, cwd=REPO)
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+@pytest.mark.parametrize("package", ["nn", "train"])
+def test_no_module_imports_another_that_imports_it_back(package):
+    own = {module_name(path): path for path in sources(package)}
+    edges = {name: {other for other in imports(path) if other in own and other != name and other != package}
+             for name, path in own.items() if name != package}
+    for start in edges:   # a walk from each module along its imports must never come back to it
+        seen, todo = set(), list(edges[start])
+        while todo:
+            name = todo.pop()
+            assert name != start, f"{start} imports itself back through {sorted(seen)}"
+            if name not in seen:
+                seen.add(name)
+                todo.extend(edges.get(name, ()))
+
+
+def test_the_demos_shared_module_imports_no_demo_and_the_main_job_imports_no_other_demo():
+    demos = {path.stem for path in (REPO / "demos").glob("*.py")}
+    assert not {name.split(".")[0] for name in imports(REPO / "demos" / "_common.py")} & demos
+    assert not {name.split(".")[0] for name in imports(REPO / "demos" / "train_chargpt.py")} & demos
+
+
+def test_the_main_script_reads_like_nanogpts_train_py():
+    path = REPO / "demos" / "train_chargpt.py"
+    source = path.read_text(encoding="utf-8")
+    assert len(source.splitlines()) <= 250
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef):
+            assert node.end_lineno - node.lineno + 1 <= 70, f"{node.name} is over 70 lines"
+
+
+def test_the_optimizer_has_a_plain_step():
+    import inspect
+
+    import nn
+    assert list(inspect.signature(nn.optim.Optimizer.step).parameters) == ["self"]
+    assert not hasattr(nn.optim.Optimizer, "move_state")
