@@ -41,7 +41,7 @@ def main():
     core, engine = sum(counts[name] for name in CORE), sum(counts.values())
     print(f"core {core} / {CORE_BUDGET} code lines, engine {engine} / {ENGINE_BUDGET}")
     if core > CORE_BUDGET or engine > ENGINE_BUDGET:
-        print("over budget: make it smaller, or argue for a new budget in README", file=sys.stderr)
+        print("over budget: make it smaller, or argue for a new budget in docs/engine.md", file=sys.stderr)
         return 1
     return 0
 

@@ -250,7 +250,7 @@ def main():
           + (f" (pytorch: the figure above, {args.threads} threads)" if has_torch else ""))
     print(f"{'step':44s} {'ms':>6s} {'ratio to numpy':>14s} {'ratio to pytorch':>16s}")
     rows = [("tensorgrad (train.parallel, one process)", "tensorgrad-1"), ("numpy (bench/numpy_step.py)", "numpy-1"),
-            ("README's loop (no keep_freed_memory call)", "readme")]
+            ("README's loop", "readme")]
     for title, engine in rows:
         line = f"{title:44s} {ms[engine]:6.1f} {ms[engine] / ms['numpy-1']:14.2f}"
         line += f" {ms[engine] / ms['pytorch']:16.2f}" if has_torch else f" {'-':>16s}"

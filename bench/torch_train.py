@@ -1,4 +1,4 @@
-"""The main job's training run, done by PyTorch: the peer figure for README's table.
+"""The main job's training run, done by PyTorch: the peer figure for the benchmarks page.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/torch_train.py [--threads 2] [--max_iters 2000]
 

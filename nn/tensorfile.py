@@ -40,7 +40,7 @@ def write_safetensors(path, arrays, metadata):
     """{name: ndarray} and metadata {str: str} as one safetensors file at `path`, written to
     a temporary file and renamed (nn/atomic.py). The file is built in memory first."""
     # imported here, at the first save: importing safetensors.numpy moves glibc's malloc
-    # thresholds for the whole process (as nn.memory does on purpose), so `import nn` leaves it out
+    # thresholds for the whole process (as train.memory does on purpose), so `import nn` leaves it out
     import safetensors.numpy
     arrays = {name: np.ascontiguousarray(array) for name, array in arrays.items()}   # it reads raw memory
     contents = safetensors.numpy.save(arrays, metadata)

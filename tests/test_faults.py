@@ -1,5 +1,5 @@
 """Fault injection: demos/train_chargpt.py (and its readers) under the mistakes and accidents
-that once lost data (issue 13), one section per promise:
+that once lost data, one section per promise:
 
 1. a loss or gradient norm that is nan or inf stops the run (exit 3) and the checkpoint on disk
    stays the last finite one: a learning rate that diverges, a nan put into a weight;
