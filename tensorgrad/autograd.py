@@ -172,7 +172,7 @@ def backward(root, grad=None, retain_graph=False, intermediate_grads=True):
     for node in order:
         if not node._parents:   # a leaf: nothing is left to send back
             continue
-        for index, contribution in enumerate(input_gradients(node._vjps, node._parents, node.grad)):
+        for index, contribution in enumerate(input_gradients(node._vjps, node._parents, node.grad, node)):
             if contribution is not None:
                 gradients.add(node, index, contribution)   # input.grad += upstream × local
         if not retain_graph:
@@ -181,12 +181,28 @@ def backward(root, grad=None, retain_graph=False, intermediate_grads=True):
             node.grad = None
 
 
-def input_gradients(vjps, inputs, upstream):
+def input_gradients(vjps, inputs, upstream, node=None):
     """dL/d(input) for each of an op's inputs (None for those that need no gradient), from
-    the op's vjps and g = dL/d(output) = `upstream`."""
-    if callable(vjps):   # one backward for all the inputs: their gradients share work
-        return [g if x.requires_grad else None for x, g in zip(inputs, vjps(upstream))]
-    return [vjp(upstream) if x.requires_grad else None for x, vjp in zip(inputs, vjps)]
+    the op's vjps and g = dL/d(output) = `upstream`.
+
+    The vjps get g read-only: it is the output's .grad, and may be another tensor's too (a
+    vjp may hand g back), so a vjp that writes into it would change another gradient. numpy
+    refuses the write; the error is raised again naming `node`'s op (when given) and the
+    input. A g, or a view of it, that a vjp returns stays read-only: the Accumulator reads
+    that as "not a new array", whatever make_op's fresh says."""
+    g = upstream.view()
+    g.flags.writeable = False
+    gradients = []
+    try:
+        if callable(vjps):   # one backward for all the inputs: their gradients share work
+            return [grad if x.requires_grad else None for x, grad in zip(inputs, vjps(g))]
+        for x, vjp in zip(inputs, vjps):
+            gradients.append(vjp(g) if x.requires_grad else None)
+    except ValueError as error:   # numpy's "assignment destination is read-only", "output array is ..."
+        if node is None or not str(error).endswith("is read-only"):
+            raise
+        raise ValueError(wrote_into_g(node, None if callable(vjps) else len(gradients))) from error
+    return gradients
 
 
 class Accumulator:
@@ -199,7 +215,9 @@ class Accumulator:
       contribution is added into an array this pass owns: one it made, or one an op
       handed over (make_op(..., fresh=True): "the arrays my vjps return are new, and
       nothing else holds them"). Arrays others may hold (g itself, a view, a leaf's
-      .grad from an earlier backward that a user may keep) are never written into.
+      .grad from an earlier backward that a user may keep) are never written into: g and
+      its views come back read-only (input_gradients hands g over so), and a read-only
+      contribution is never taken for new, even from an op that promised fresh ones.
     - A leaf's .grad is always an array of its own, so updating it in place (clipping,
       an optimizer) changes nothing else.
     - A Scatter (the gradient of x[index]: zero but at the picked places) is added in
@@ -215,9 +233,10 @@ class Accumulator:
         if type(contribution) is Scatter:
             contribution.add_into(self.writable_grad(x))
             return
-        fresh = node._fresh
         if type(contribution) is not np.ndarray:   # a numpy scalar, from 0-d arithmetic
             contribution, fresh = np.asarray(contribution), True
+        else:   # a read-only one is g or a view of it: not new, whatever fresh says
+            fresh = node._fresh and contribution.flags.writeable
         if contribution.shape != x.data.shape:
             if not broadcasts_to(x.data.shape, contribution.shape):
                 raise ValueError(wrong_shape(node, index, contribution.shape))
@@ -322,6 +341,15 @@ def check_not_freed(node):
             f"backward: trying to go back through op {describe(node)} a second time, but its "
             "saved values were freed by the first backward(); call backward(retain_graph=True) "
             "the first time if you need to backward through a graph twice")
+
+
+def wrote_into_g(node, index):
+    """The error for a vjp that wrote into the read-only g (index None: the op's one backward)."""
+    label = "" if index is None or not node._parents[index].label else f" ({node._parents[index].label!r})"
+    which = "backward" if index is None else f"vjp for input {index}{label}"
+    return (f"backward of op {describe(node)}: its {which} wrote into a read-only array, most likely g = dL/d(output), "
+            "which backward hands over read-only: a vjp must not write into g: it may be shared (it is the output's "
+            ".grad, and another input's vjp gets it too); compute a new array instead (g * out, not g *= out)")
 
 
 def wrong_shape(node, index, shape):

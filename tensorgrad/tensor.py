@@ -445,12 +445,15 @@ def make_op(op, data, inputs, vjps, rules=None, fresh=False):
         one function g -> a tuple of every input's gradient (None for an input that needs
         none). A gradient comes in the input's shape, or in the shape the input was
         broadcast to (backward sums it down); any other shape is an error. A vjp may
-        return g itself, a view, or an autograd.Scatter (as getitem's does).
+        return g itself, a view, or an autograd.Scatter (as getitem's does), but must not
+        write into g, which may be shared: g comes read-only, and a write is an error
+        naming the op.
     rules: the local derivative for each input, as a formula ("d(a·b)/da = b"); the
         chain-rule trace and the explorer page show it.
     fresh: True promises that every gradient the vjps return is a new array that nothing
-        else holds (not g, not a view, not one array for two inputs), so backward may keep
-        it and add into it in place.
+        else holds (not one array for two inputs, nor one the op keeps), so backward may
+        keep it and add into it in place. g or a view of it, handed back, is read-only:
+        backward takes it as shared, fresh or not.
     Without grad mode, or when no input needs a gradient, no graph is kept.
     """
     if type(data) is not np.ndarray:
