@@ -1,4 +1,4 @@
-"""make_op cannot be misused into wrong gradients silently (issue 25, item 4).
+"""make_op cannot be misused into wrong gradients silently.
 
 A learner's vjp may hand g back (or a view of it) while promising fresh=True, or may write
 into g; either used to corrupt another tensor's gradient without a word. Now backward hands
