@@ -11,8 +11,8 @@ demos/train_chargpt.py trains), PyTorch splits each op across that many threads.
 autodiff, its batch split across the same processes; tensorgrad / numpy is the engine's
 own cost. For the default model the script also times one process each: tensorgrad's
 step (train.parallel with one process) and the hand-written one on --threads BLAS threads,
-and README's loop (`train.keep_freed_memory()`, then `logits, loss = model(x, y)`,
-`loss.backward()`, clip, `opt.step()`, no train.parallel).
+and a loop of your own as docs/main-job.md writes it (`train.keep_freed_memory()`, then
+`logits, loss = model(x, y)`, `loss.backward()`, clip, `opt.step()`, no train.parallel).
 Each engine runs in a fresh process of
 its own: in one process, OpenBLAS's worker threads (numpy) and PyTorch's OpenMP threads
 spin-wait for work on the same two cores and slow each other down. The processes
@@ -116,7 +116,8 @@ def tensorgrad_trainer(model, processes=1):
 
 
 def readme_loop(model):
-    """README's training loop, step by step, without train.parallel. Returns (step, no pids)."""
+    """The loop of your own (docs/main-job.md), step by step, without train.parallel.
+    Returns (step, no pids)."""
     optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
 
     def step(x, y):
@@ -159,7 +160,7 @@ def torch_trainer(tg_model, threads):
 def child(engine, config, steps, threads, warmup=3):
     """In a fresh process: train `steps` steps; print the median ms per step and peak MiB.
     Only the pytorch child imports torch. Every child keeps freed memory for reuse, as the
-    training job and README's loop do (train.keep_freed_memory; PyTorch's own allocator does
+    training job and a loop of your own do (train.keep_freed_memory; PyTorch's own allocator does
     so anyway)."""
     train.keep_freed_memory()
     model = gpt(config)
@@ -250,12 +251,12 @@ def main():
           + (f" (pytorch: the figure above, {args.threads} threads)" if has_torch else ""))
     print(f"{'step':44s} {'ms':>6s} {'ratio to numpy':>14s} {'ratio to pytorch':>16s}")
     rows = [("tensorgrad (train.parallel, one process)", "tensorgrad-1"), ("numpy (bench/numpy_step.py)", "numpy-1"),
-            ("README's loop", "readme")]
+            ("a loop of your own (docs/main-job.md)", "readme")]
     for title, engine in rows:
         line = f"{title:44s} {ms[engine]:6.1f} {ms[engine] / ms['numpy-1']:14.2f}"
         line += f" {ms[engine] / ms['pytorch']:16.2f}" if has_torch else f" {'-':>16s}"
         print(line)
-    print(f"README's loop / tensorgrad's one-process step: {ms['readme'] / ms['tensorgrad-1']:.2f}", flush=True)
+    print(f"a loop of your own / tensorgrad's one-process step: {ms['readme'] / ms['tensorgrad-1']:.2f}", flush=True)
 
     if args.fixed:
         tiny = dict(CONFIG, n_embd=16, block_size=8, batch_size=args.threads)   # a row per process

@@ -4,10 +4,10 @@ graph building, the Python between ops, and the optimizer.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/step_split.py [--rows 6] [--steps 30] [--processes 2]
 
-One process on one BLAS thread trains the default model on --rows rows (6: what each of
-the main job's 2 processes does with its half of the batch of 12): tensorgrad with README's
-loop, the hand-written step with its own. With --processes 2, each engine splits a batch of
-2 x --rows rows across 2 processes of one BLAS thread each, as the main job does
+One process on one BLAS thread trains the default model on --rows rows (6: what each of the
+main job's 2 processes does with its half of the batch of 12): tensorgrad with the loop of your
+own that docs/main-job.md shows, the hand-written step with its own. With --processes 2, each
+engine splits a batch of 2 x --rows rows across 2 processes of one BLAS thread each, as the main job does
 (train.parallel.DataParallel, and the hand-written step's own split); the table is then the
 first process's step, with four rows more for what the split costs it: copying the
 gradients the other process adds up into shared memory (tensorgrad only: the hand-written
@@ -157,7 +157,8 @@ def instrument_tensorgrad(clock):
 
 
 def tensorgrad_step(model, processes=1, clock=None):
-    """README's loop, its optimizer phase timed when a clock is given; with processes > 1,
+    """The loop of your own (docs/main-job.md), its optimizer phase timed when a clock is
+    given; with processes > 1,
     the main job's step, split across them by train.parallel (gpt_step.py's, whose optimizer
     instrument_tensorgrad times)."""
     if processes > 1:

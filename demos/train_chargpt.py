@@ -103,7 +103,7 @@ def fit(config, checkpoint=None):
                 norm = (nn.optim.clip_grad_norm(params, config.grad_clip) if config.grad_clip
                         else nn.optim.grad_norm(params))
                 run.require_finite(step, loss=loss, gradient_norm=norm)
-                if evaluating:   # written only now: weights whose loss and gradient are finite, so a run goes on from them
+                if evaluating:   # only now: weights whose loss and gradient are finite, a run goes on from them
                     run.save()
                 parallel.step()
             dt = time.perf_counter() - t0

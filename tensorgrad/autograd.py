@@ -158,7 +158,7 @@ def backward(root, grad=None, retain_graph=False, intermediate_grads=True):
     With intermediate_grads=False (PyTorch's way), an intermediate's .grad is dropped too,
     once it has been sent on to the node's inputs: only the leaves keep one, and the
     backward holds only the gradients still on their way (for a training step whose graph
-    nobody looks at, as nn.parallel's parts: their peak memory falls by a third).
+    nobody looks at, as train.parallel's parts: their peak memory falls by a third).
     """
     order = backward_order(root)
     seed = first_gradient(root, grad)
@@ -189,7 +189,10 @@ def input_gradients(vjps, inputs, upstream, node=None):
     vjp may hand g back), so a vjp that writes into it would change another gradient. numpy
     refuses the write; the error is raised again naming `node`'s op (when given) and the
     input. A g, or a view of it, that a vjp returns stays read-only: the Accumulator reads
-    that as "not a new array", whatever make_op's fresh says."""
+    that as "not a new array", whatever make_op's fresh says. No upstream (every vjp into
+    this node returned None): no gradient reaches the inputs either."""
+    if upstream is None:
+        return [None] * len(inputs)
     g = upstream.view()
     g.flags.writeable = False
     gradients = []

@@ -141,3 +141,11 @@ def test_a_new_array_from_a_fresh_op_is_still_kept_and_added_into_not_copied():
     (first + second).sum().backward()
     assert x.grad is made[0]   # the first kept, the second added into it in place
     np.testing.assert_array_equal(x.grad, [4., 4.])
+
+
+def test_a_vjp_that_sends_no_gradient_leaves_the_inputs_behind_it_without_one():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2.0
+    blocked = tg.make_op("block", y.data.copy(), (y,), (lambda g: None,))   # a vjp that sends nothing back
+    blocked.sum().backward()
+    assert y.grad is None and x.grad is None
