@@ -15,14 +15,21 @@ renamed over the target, so a crash never leaves half a checkpoint, and it is re
 nn/tensorfile.py, which checks every size a file claims before taking memory for it.
 nn.load also reads the .npz checkpoints of tensorgrad 0.1.
 
+The checksum proves only that the file is as it was written, not that whoever wrote it
+meant well: anyone who edits a checkpoint can compute a new one. So what load reads is input
+all the same: its metadata is JSON of a bounded size and depth (nn/tensorfile.py) and an
+object, and every float array must be finite (check_finite), or the file is refused by name.
+
 load_gpt reads the checkpoint of a GPT as demos/train_chargpt.py writes it (model_config and
-tokenizer in the metadata): what the metadata claims is checked against the tensors before a
-model is built from it, and each tensor against the model (check_state), so a file that does
-not fit is a CheckpointError naming the file, the tensor and what differs, never a traceback
-or a model that samples garbage.
+tokenizer in the metadata): each field it reads is checked for type and range, and what the
+metadata claims is checked against the tensors before a model is built from it, and each
+tensor against the model (check_state), so a file that does not fit is a CheckpointError
+naming the file, the field or the tensor and what differs, never a traceback or a model that
+samples garbage.
 """
 import errno
 import json
+import numbers
 import os
 import zlib
 
@@ -30,7 +37,7 @@ import numpy as np
 
 from . import rng
 from .data import CharTokenizer, DataError
-from .tensorfile import CheckpointError, read_npz, read_safetensors, write_safetensors
+from .tensorfile import CheckpointError, check_finite, parse_json, read_npz, read_safetensors, write_safetensors
 from .transformer import GPT
 
 OPTIMIZER = "optimizer/"
@@ -39,6 +46,12 @@ NPZ_META = "__meta__"                 # tensorgrad 0.1: the JSON as a uint8 arra
 ZIP_STARTS = (b"PK\x03\x04", b"PK\x05\x06")   # a zip's first member, or an empty zip's index
 GPT_SIZES = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")   # a model_config must give these
 GPT_OPTIONS = {"dropout": 0.0, "pos": "learned", "tie_weights": False}     # and may give these (0.1 had no tying)
+GPT_FIELDS = {   # each field of a model_config: (its check, what it must be), as the job's flags check them
+    **{key: (lambda n: type(n) is int and n >= 1, "whole numbers >= 1") for key in GPT_SIZES},
+    "dropout": (lambda p: isinstance(p, numbers.Real) and not isinstance(p, bool) and 0 <= p < 1,
+                "a dropout in [0, 1)"),
+    "pos": (lambda pos: pos in GPT.POSITIONS, f"pos as one of {', '.join(GPT.POSITIONS)}"),
+    "tie_weights": (lambda tie: isinstance(tie, bool), "tie_weights as true or false")}
 MAX_CONTEXT = 2**16   # the largest block_size believed without a position table in the file to confirm it
 
 __all__ = ["CheckpointError", "save", "load", "check_state", "load_gpt"]
@@ -61,12 +74,14 @@ def save(path, model, optimizer=None, **meta):
 
 def load(path, optimizer=None):
     """Read a checkpoint: returns (model state {name: array}, meta dict); restores the
-    optimizer's state into `optimizer` when given. Any damage is a CheckpointError."""
+    optimizer's state into `optimizer` when given. Any damage is a CheckpointError, and so
+    is an array (model or optimizer) holding a NaN or an infinity."""
     if not os.path.isfile(path):
         raise FileNotFoundError(errno.ENOENT, "no checkpoint file here", str(path))
     with open(path, "rb") as file:
         zipped = file.read(4) in ZIP_STARTS
     arrays, meta = (_read_npz_checkpoint if zipped else _read_checkpoint)(path)
+    check_finite(path, arrays)   # after the checksum: a flipped bit is called damage, not a NaN
     state = {name: a for name, a in arrays.items() if not name.startswith(OPTIMIZER)}
     if optimizer is not None:
         saved = {name[len(OPTIMIZER):]: a for name, a in arrays.items() if name.startswith(OPTIMIZER)}
@@ -106,15 +121,18 @@ def _read_checkpoint(path):
                               "(a Hugging Face GPT-2 folder loads with nn.GPT.from_gpt2)")
     if metadata.get(CRC) != _crc32(metadata[HEADER], arrays):
         raise CheckpointError(f"{path}: corrupted: its contents do not match their checksum (crc32)")
-    try:   # as save() wrote it, unless someone wrote a checksum of their own
-        header = json.loads(metadata[HEADER])
-        ordered = {name: arrays.pop(name) for name in header["names"]}
-        meta = header["meta"]
-    except (ValueError, KeyError, TypeError) as error:
-        raise CheckpointError(f"{path}: its tensorgrad metadata is damaged ({type(error).__name__}: {error})") from None
-    if arrays:
-        raise CheckpointError(f"{path}: its tensorgrad metadata does not list the arrays {sorted(arrays)[:5]}")
-    return ordered, meta
+    # as save() wrote it, unless someone wrote a checksum of their own
+    header = parse_json(path, metadata[HEADER], "its tensorgrad metadata")
+    names = header.get("names") if isinstance(header, dict) else None
+    if not (isinstance(names, list) and all(isinstance(name, str) for name in names) and "meta" in header):
+        raise CheckpointError(f"{path}: its tensorgrad metadata is damaged: expected {{names: [text], meta: {{...}}}}, "
+                              f"got {str(header)[:80]}")
+    unlisted, absent = sorted(arrays.keys() - set(names)), [name for name in names if name not in arrays]
+    if absent:
+        raise CheckpointError(f"{path}: its tensorgrad metadata lists the arrays {absent[:5]}, which it does not hold")
+    if unlisted:
+        raise CheckpointError(f"{path}: its tensorgrad metadata does not list the arrays {unlisted[:5]}")
+    return {name: arrays[name] for name in names}, _checked_meta(path, header["meta"])
 
 
 def _crc32(header, arrays):
@@ -134,11 +152,15 @@ def _read_npz_checkpoint(path):
     arrays = read_npz(path)
     if NPZ_META not in arrays:
         raise CheckpointError(f"{path}: has no '{NPZ_META}' entry: not a tensorgrad checkpoint")
-    try:
-        meta = json.loads(arrays.pop(NPZ_META).tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(f"{path}: its metadata is damaged ({error})") from None
-    return arrays, meta
+    meta = parse_json(path, arrays.pop(NPZ_META).tobytes(), "its metadata")
+    return arrays, _checked_meta(path, meta)
+
+
+def _checked_meta(path, meta):
+    """The metadata, refused unless it is a JSON object (save's **meta always is)."""
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path}: its metadata is a JSON {type(meta).__name__}, not an object of named fields")
+    return meta
 
 
 def _check_keys(meta, where="meta"):
@@ -189,9 +211,9 @@ def gpt_config(path, meta, state):
         raise CheckpointError(f"{path}: its model_config is incomplete or foreign: missing {missing or 'none'}, "
                               f"unknown {unknown or 'none'}")
     config = {**GPT_OPTIONS, **config}
-    bad = [f"{key} {config[key]!r}" for key in GPT_SIZES if type(config[key]) is not int or config[key] < 1]
-    if bad:
-        raise CheckpointError(f"{path}: its model_config must give whole numbers >= 1, got {', '.join(bad)}")
+    for key, (ok, expected) in GPT_FIELDS.items():
+        if not ok(config[key]):
+            raise CheckpointError(f"{path}: its model_config must give {expected}, got {key} {repr(config[key])[:60]}")
     vocab_size, n_embd, block_size = config["vocab_size"], config["n_embd"], config["block_size"]
     expected = {"tok_emb.weight": (vocab_size, n_embd)}
     if config["pos"] == "learned":

@@ -21,15 +21,18 @@ transposed, since GPT-2's lm_head is a torch Linear, (out, in):
 
 The character vocabulary travels as tokenizer.json (the `tokenizers` library's format: a BPE
 without merges, so each character is one token), which char_tokenizer(directory) reads back.
+Every file of a folder is input: its JSON is read within nn/tensorfile.py's bounds, each
+config.json key GPT-2 defines is checked for its type before it is used (a wrong one is a
+CheckpointError naming the key and the file), and every weight must be finite.
 This module builds no model and imports no other part of nn's network: nn/transformer.py
 imports it. Nothing here imports torch or transformers.
 """
-import json
 import math
+import numbers
 import os
 
 from .data import CharTokenizer
-from .tensorfile import CheckpointError, read_safetensors, safetensors_layout
+from .tensorfile import CheckpointError, check_finite, read_json, read_safetensors, safetensors_layout
 
 CONFIG, WEIGHTS, SHARDS = "config.json", "model.safetensors", "model.safetensors.index.json"
 TOKENIZER, TOKENIZER_CONFIG = "tokenizer.json", "tokenizer_config.json"
@@ -43,6 +46,25 @@ GPT2_DEFAULTS = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12,
                      activation_function="gelu_new", resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1,
                      layer_norm_epsilon=1e-5, scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False,
                      add_cross_attention=False, tie_word_embeddings=True)
+
+
+def _real(value):
+    """A JSON number (not true or false). Its ranges below are checked by comparisons alone:
+    nan fails them, and a whole number of 400 digits is compared without becoming a float."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+SIZE = (lambda n: type(n) is int and n > 0, "a whole number > 0")
+DROPOUT = (lambda p: _real(p) and 0 <= p < 1, "a number in [0, 1)")
+SWITCH = (lambda b: isinstance(b, bool), "true or false")
+CONFIG_TYPES = {   # what each key of GPT2_DEFAULTS must be in a config.json
+    **{key: SIZE for key in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")},
+    "n_inner": (lambda n: n is None or type(n) is int and n > 0, "null or a whole number > 0"),
+    "activation_function": (lambda name: isinstance(name, str), "a name"),
+    **{key: DROPOUT for key in ("resid_pdrop", "embd_pdrop", "attn_pdrop")},
+    "layer_norm_epsilon": (lambda eps: _real(eps) and 0 < eps < 1, "a number in (0, 1)"),
+    **{key: SWITCH for key in ("scale_attn_weights", "scale_attn_by_inverse_layer_idx", "add_cross_attention",
+                               "tie_word_embeddings")}}
 
 
 def gpt2_name(name):
@@ -91,7 +113,9 @@ def read_weights(directory, config, where, names):
     state = {}
     for file in dict.fromkeys(f for f, _ in where.values()):
         wanted = {stored: name for name, (f, stored) in where.items() if f == file}
-        for stored, array in read_safetensors(file, list(wanted))[0].items():
+        arrays = read_safetensors(file, list(wanted))[0]
+        check_finite(file, arrays)
+        for stored, array in arrays.items():
             name = wanted[stored]
             state[ours[name]] = array.T if name == "lm_head.weight" else array   # GPT-2's (V, C) -> our (C, V)
     if tied_copy is not None:   # some files keep the tied head too: it must be the embedding
@@ -120,25 +144,23 @@ def check_sizes(directory, config, shapes):
 
 def gpt2_model_config(directory):
     """nn.GPT's arguments from a GPT-2 config.json, or a ValueError naming what nn.GPT
-    cannot build (keys config.json leaves out take transformers' GPT-2 defaults)."""
+    cannot build (keys config.json leaves out take transformers' GPT-2 defaults); a key of
+    the wrong type is a CheckpointError naming it."""
     path = os.path.join(directory, CONFIG)
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"GPT.from_gpt2: {directory} is not a folder")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"GPT.from_gpt2: {directory} has no {CONFIG}: not a Hugging Face model folder")
-    try:
-        with open(path, encoding="utf-8") as file:
-            given = json.load(file)
-    except ValueError as error:
-        raise CheckpointError(f"{path}: not JSON ({error})") from None
+    given = read_json(path)
     if not isinstance(given, dict) or given.get("model_type") != "gpt2":
         kind = given.get("model_type") if isinstance(given, dict) else None
-        raise ValueError(f"GPT.from_gpt2: {path} describes model_type {kind!r}; only GPT-2's layout ('gpt2') is read")
+        raise ValueError(f"GPT.from_gpt2: {path} describes model_type {repr(kind)[:60]}; only GPT-2's layout "
+                         "('gpt2') is read")
     c = {**GPT2_DEFAULTS, **given}
-    sizes = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")
-    not_sizes = [f"{key} {c[key]!r}" for key in sizes if type(c[key]) is not int or c[key] <= 0]
-    if not_sizes:
-        raise ValueError(f"GPT.from_gpt2: {path}: expected positive whole numbers, got {', '.join(not_sizes)}")
+    wrong = [f"{key} {repr(c[key])[:60]} (expected {expected})" for key, (ok, expected) in CONFIG_TYPES.items()
+             if not ok(c[key])]
+    if wrong:
+        raise CheckpointError(f"GPT.from_gpt2: {path}: wrong values: {'; '.join(wrong)}")
     dropouts = {c["resid_pdrop"], c["embd_pdrop"], c["attn_pdrop"]}
     problems = [text for bad, text in [
         (c["activation_function"] not in TANH_GELUS, f"activation_function {c['activation_function']!r} (ours is "
@@ -162,12 +184,13 @@ def weight_files(directory):
     if os.path.isfile(single):
         return [single]
     if os.path.isfile(index):
-        try:
-            with open(index, encoding="utf-8") as file:
-                shards = sorted(set(json.load(file)["weight_map"].values()))
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
-            raise CheckpointError(f"{index}: not a safetensors index ({type(error).__name__}: {error})") from None
-        outside = [name for name in shards if not isinstance(name, str) or os.path.basename(name) != name]
+        contents = read_json(index)
+        weight_map = contents.get("weight_map") if isinstance(contents, dict) else None
+        if not (isinstance(weight_map, dict) and all(isinstance(file, str) for file in weight_map.values())):
+            raise CheckpointError(f"{index}: not a safetensors index: expected {{\"weight_map\": {{tensor name: file "
+                                  f"name}}}}, got {str(contents)[:80]}")
+        shards = sorted(set(weight_map.values()))
+        outside = [name for name in shards if os.path.basename(name) != name or name in ("", ".", "..")]
         if outside:
             raise CheckpointError(f"{index}: names files outside its folder: {outside[:3]}")
         return [os.path.join(directory, name) for name in shards]
@@ -185,12 +208,20 @@ def char_tokenizer(directory):
     path = os.path.join(directory, TOKENIZER)
     if not os.path.isfile(path):
         return None
-    try:
-        with open(path, encoding="utf-8") as file:
-            model = json.load(file)["model"]
-        vocab, merges = dict(model["vocab"]), model.get("merges")
-    except (ValueError, KeyError, TypeError) as error:
-        raise CheckpointError(f"{path}: not a tokenizers file ({type(error).__name__}: {error})") from None
+    contents = read_json(path)
+    model = contents.get("model") if isinstance(contents, dict) else None
+    if not isinstance(model, dict):
+        raise CheckpointError(f"{path}: not a tokenizers file: expected an object with a \"model\", got "
+                              f"{str(contents)[:80]}")
+    if model.get("type") != "BPE":   # WordPiece, Unigram, ...: another tokenizer than ours
+        return None
+    vocab, merges = model.get("vocab"), model.get("merges")
+    if not isinstance(vocab, dict):
+        raise CheckpointError(f"{path}: model.vocab must map each token to its id, got {str(vocab)[:80]}")
+    wrong = next(((token, i) for token, i in vocab.items() if type(i) is not int or i < 0), None)
+    if wrong:
+        raise CheckpointError(f"{path}: model.vocab gives the token {wrong[0]!r} the id {repr(wrong[1])[:40]}; an id "
+                              "is a whole number >= 0")
     chars = "".join(sorted(vocab, key=vocab.get))
     ours = (not merges and all(len(token) == 1 for token in vocab) and sorted(vocab.values()) == list(range(len(vocab)))
             and chars == "".join(sorted(chars)))

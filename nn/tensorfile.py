@@ -11,6 +11,12 @@ The safetensors package writes the files (safetensors.numpy.save); reading, once
 header has passed, is a seek and a read into each array, so the checks and the offsets
 they checked are the ones used.
 
+Every JSON text read as input (a safetensors header, a checkpoint's metadata, a GPT-2
+folder's config.json, tokenizer.json and shard index) goes through parse_json or read_json:
+limited in size (MAX_JSON_BYTES) and nesting (MAX_JSON_DEPTH), no name repeated in an
+object. And a tensor read to be a weight passes check_finite: a NaN or an infinity in a file
+is refused by name, not sampled from or trained on.
+
 A safetensors file is 8 bytes (little-endian u64 n), n bytes of JSON header
 {name: {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__":
 {str: str}}, then the data; offsets count from the start of the data.
@@ -26,6 +32,10 @@ import numpy as np
 from .atomic import write_atomically
 
 MAX_HEADER_BYTES = 100_000_000   # safetensors' own limit: a header is names and numbers, not data
+MAX_JSON_BYTES = MAX_HEADER_BYTES   # any JSON file read: GPT-2's tokenizer.json, the largest, is 1.4 MB
+MAX_JSON_DEPTH = 32   # ours nest 2 to 5 deep; Python's parser would hit its recursion limit near 1,000
+MAX_NDIM = 32         # numpy 1's limit on a shape's length (numpy 2's is 64)
+MAX_BYTES = np.iinfo(np.intp).max   # numpy's limit on an array's size times its item size
 DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
           "I16": np.int16, "I8": np.int8, "U64": np.uint64, "U32": np.uint32, "U16": np.uint16,
           "U8": np.uint8, "BOOL": np.bool_}   # the safetensors dtypes numpy has
@@ -83,10 +93,7 @@ def safetensors_layout(path):
                                   + (f"the {size - 8:,} bytes that follow it" if length <= MAX_HEADER_BYTES
                                      else f"a safetensors header may have ({MAX_HEADER_BYTES:,})"))
         text = file.read(length)
-    try:
-        header = json.loads(text.decode("utf-8"), object_pairs_hook=_refuse_repeats)
-    except ValueError as error:   # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise CheckpointError(f"{path}: not a checkpoint: its header is not JSON text ({error})") from None
+    header = parse_json(path, text, "not a checkpoint: its header")
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: not a checkpoint: its header is a JSON {type(header).__name__}, not an object")
     metadata = header.pop("__metadata__", {})
@@ -120,17 +127,85 @@ def _tensor_entry(path, name, entry, data_size):
         hint = " (numpy has no bfloat16: save the model in float32)" if code == "BF16" else ""
         raise CheckpointError(f"{where}: dtype {code!r} is not one of {', '.join(DTYPES)}{hint}")
     if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape)):
-        raise CheckpointError(f"{where}: shape must be a list of sizes >= 0, got {shape!r}")
+        raise CheckpointError(f"{where}: shape must be a list of sizes >= 0, got {str(shape)[:80]}")
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(n) is int for n in offsets)
             and 0 <= offsets[0] <= offsets[1] <= data_size):
         raise CheckpointError(f"{where}: data_offsets {offsets!r} are not a range inside the "
                               f"{data_size:,} bytes of data")
     dtype = np.dtype(DTYPES[code]).newbyteorder("<")   # safetensors stores little-endian
-    needed = math.prod(shape) * dtype.itemsize   # python ints: a huge shape cannot overflow
+    check_shape(where, shape, dtype)
+    needed = math.prod(shape) * dtype.itemsize
     if offsets[1] - offsets[0] != needed:
         raise CheckpointError(f"{where}: {code} of shape {tuple(shape)} needs {needed:,} bytes, its data_offsets "
                               f"give {offsets[1] - offsets[0]:,}")
     return dtype, tuple(shape), offsets[0], offsets[1]
+
+
+def check_shape(where, shape, dtype):
+    """Refuse (CheckpointError) a shape no numpy array can have, counted in python ints,
+    which never overflow. A size-0 axis makes the array empty, so the bytes it needs, 0, fit
+    any file; numpy still multiplies the other sizes, and refuses past MAX_BYTES."""
+    if len(shape) > MAX_NDIM:
+        raise CheckpointError(f"{where}: shape has {len(shape)} axes; an array has at most {MAX_NDIM}")
+    if math.prod(max(n, 1) for n in shape) * dtype.itemsize > MAX_BYTES:
+        raise CheckpointError(f"{where}: shape {str(list(shape))[:80]} is larger than any array can be: its sizes "
+                              f"(a 0 counted as 1) times {dtype.itemsize} bytes pass numpy's limit of {MAX_BYTES:,}")
+
+
+def check_finite(path, arrays):
+    """Refuse (CheckpointError) the first float array of {name: array} that holds a NaN or an
+    infinity, naming the file, the tensor and where. A weight like that samples one token
+    forever and trains to NaN; it comes from a run that diverged, or from an edited file."""
+    for name, array in arrays.items():
+        # every value is finite exactly when the smallest and the largest are (a NaN makes both
+        # NaN): two passes over the array, and no mask of its size taken to find out
+        if array.dtype.kind == "f" and array.size and not np.isfinite([array.min(), array.max()]).all():
+            bad = ~np.isfinite(array)
+            first = tuple(int(i) for i in np.unravel_index(bad.argmax(), array.shape))   # argmax: the first True
+            raise CheckpointError(f"{path}: tensor {name!r} holds nan or inf in {np.count_nonzero(bad):,} of its "
+                                  f"{array.size:,} values (the first, {array[first]}, at index {first}): weights of a "
+                                  "run that diverged, or an edited file; refusing to read it")
+
+
+# ---- JSON ------------------------------------------------------------------------------------
+def read_json(path):
+    """The JSON value in the file at `path`, read as parse_json reads it after its size is
+    checked (at most MAX_JSON_BYTES), or CheckpointError naming the file."""
+    with open(path, "rb") as file:
+        text = file.read(MAX_JSON_BYTES + 1)
+    if len(text) > MAX_JSON_BYTES:
+        raise CheckpointError(f"{path}: more than {MAX_JSON_BYTES:,} bytes: larger than any JSON file read here")
+    return parse_json(path, text)
+
+
+def parse_json(path, text, what="the file"):
+    """The value of the JSON `text` (str, or bytes of UTF-8) read from `path`, or a
+    CheckpointError naming path and `what` holds the text: text that is not JSON, a name
+    repeated in one object (which of the two would count?), or nesting deeper than
+    MAX_JSON_DEPTH. Python's parser recurses, so a text nested 100,000 deep ends in its
+    RecursionError, caught here; a nesting it survives is measured without recursion."""
+    try:
+        value = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text, object_pairs_hook=_refuse_repeats)
+        too_deep = _depth(value) > MAX_JSON_DEPTH
+    except RecursionError:
+        too_deep = True
+    except ValueError as error:   # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise CheckpointError(f"{path}: {what} is not JSON ({error})") from None
+    if too_deep:
+        raise CheckpointError(f"{path}: {what} is JSON nested more than {MAX_JSON_DEPTH} deep, deeper than a model's "
+                              "files ever are")
+    return value
+
+
+def _depth(value):
+    """How deep a parsed JSON value nests (a number or a string: 1), level by level, stopping
+    past MAX_JSON_DEPTH."""
+    depth, level = 0, [value]
+    while level and depth <= MAX_JSON_DEPTH:
+        depth += 1
+        level = [child for v in level if isinstance(v, (dict, list))
+                 for child in (v.values() if isinstance(v, dict) else v)]
+    return depth
 
 
 def _refuse_repeats(pairs):
@@ -176,6 +251,7 @@ def _npy_member(path, archive, info):
         if dtype.hasobject:
             raise CheckpointError(f"{where}: holds pickled objects, which a checkpoint never does; refusing to "
                                   "load it")
+        check_shape(where, shape, dtype)
         needed = math.prod(shape) * dtype.itemsize
         if member.tell() + needed != info.file_size:
             raise CheckpointError(f"{where}: its header claims {dtype} of shape {shape} ({needed:,} bytes) but the "

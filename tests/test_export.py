@@ -111,7 +111,12 @@ def test_a_folder_without_a_character_vocabulary_has_no_char_tokenizer(tmp_path)
     (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2},
                                                                    "merges": [["a", "b"]]}}))
     assert export.char_tokenizer(tmp_path) is None
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"type": "Unigram", "vocab": [["a", -1.0]]}}))
+    assert export.char_tokenizer(tmp_path) is None   # another kind of tokenizer
     (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(nn.CheckpointError, match="tokenizer.json: the file is not JSON"):
+        export.char_tokenizer(tmp_path)
+    (tmp_path / "tokenizer.json").write_text("[1, 2]")
     with pytest.raises(nn.CheckpointError, match="tokenizer.json: not a tokenizers file"):
         export.char_tokenizer(tmp_path)
 
@@ -252,7 +257,8 @@ def test_a_config_with_few_keys_takes_gpt2s_defaults(folder):
     ({"scale_attn_by_inverse_layer_idx": True}, "attention scaled other than by 1/sqrt(head size)"),
     ({"add_cross_attention": True}, "cross-attention"),
     ({"attn_pdrop": 0.1}, "three different dropouts [0.0, 0.1] (ours is one)"),
-    ({"n_embd": "16", "n_layer": 0}, "expected positive whole numbers, got n_embd '16', n_layer 0"),
+    ({"n_embd": "16", "n_layer": 0}, "wrong values: n_embd '16' (expected a whole number > 0); n_layer 0 (expected "
+                                     "a whole number > 0)"),
 ], ids=["llama", "relu", "n_inner", "eps", "layer-scaled", "cross-attention", "dropouts", "sizes"])
 def test_a_config_nn_gpt_cannot_build_is_refused_by_name(folder, edit, message):
     _, path = folder
@@ -325,7 +331,7 @@ def test_a_damaged_weights_file_or_config_is_a_checkpoint_error(folder):
     with pytest.raises(nn.CheckpointError, match="model.safetensors"):
         nn.GPT.from_gpt2(path)
     (path / "config.json").write_text('{"model_type": "gpt2",')
-    with pytest.raises(nn.CheckpointError, match="config.json: not JSON"):
+    with pytest.raises(nn.CheckpointError, match="config.json: the file is not JSON"):
         nn.GPT.from_gpt2(path)
 
 
