@@ -4,6 +4,7 @@ Shapes: B batch, T sequence length, C = n_embd channels, nh heads of hs = C / nh
 V vocabulary size.
 """
 import math
+import numbers
 
 import numpy as np
 
@@ -165,13 +166,17 @@ class GPT(Module):
         """Extend idx (B, T) by sampling one token at a time from the model's next-token
         distribution; the context is cropped to the last block_size tokens. temperature 0
         picks the most likely token. Returns int ndarray (B, T + max_new_tokens)."""
+        idx = idx.data if isinstance(idx, tg.Tensor) else np.asarray(idx)
+        if idx.ndim != 2 or 0 in idx.shape:   # before its dtype: np.asarray([[]]) is float
+            raise ValueError(f"GPT.generate: idx must be a prompt of shape (B, T) with B and T at least 1, got shape "
+                             f"{idx.shape}")
         idx = check_ids("GPT.generate", idx, self.tok_emb.weight.shape[0], "token id").astype(np.int64)
-        if idx.ndim != 2:
-            raise ValueError(f"GPT.generate: idx must have shape (B, T), got {idx.shape}")
-        if not 0 <= temperature < math.inf:   # nan fails both
-            raise ValueError(f"GPT.generate: temperature must be a finite number >= 0, got {temperature}")
-        if top_k is not None and top_k < 1:
-            raise ValueError(f"GPT.generate: top_k must be at least 1 (or None for no cut), got {top_k}")
+        if not (_whole(max_new_tokens) and max_new_tokens >= 0):
+            raise ValueError(f"GPT.generate: max_new_tokens must be a whole number >= 0, got {max_new_tokens!r}")
+        if not (_real(temperature) and 0 <= temperature < math.inf):   # nan fails both
+            raise ValueError(f"GPT.generate: temperature must be a finite number >= 0, got {temperature!r}")
+        if not (top_k is None or _whole(top_k) and top_k >= 1):
+            raise ValueError(f"GPT.generate: top_k must be a whole number >= 1 (or None for no cut), got {top_k!r}")
         rng = generator if seed is None else np.random.default_rng(seed)
         was_training = self.training
         self.eval()
@@ -185,15 +190,28 @@ class GPT(Module):
         return idx
 
 
+def _whole(n):
+    return isinstance(n, numbers.Integral) and not isinstance(n, (bool, np.bool_))
+
+
+def _real(x):
+    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+
+
 def _sample(logits, temperature, top_k, rng):
     """One token id per row of logits (B, V) -> (B, 1)."""
     if temperature == 0:
         return logits.argmax(axis=-1)[:, None]
-    logits = logits.astype(np.float64) / temperature
+    # softmax(l / t) = softmax((l - max l) / t). In the second every value is <= 0 and the
+    # largest exactly 0, so dividing by a tiny t can only overflow to -inf, whose exp is 0: never
+    # the inf - inf = nan of the first. A t that small samples the most likely token, as t = 0.
+    logits = logits.astype(np.float64)
+    with np.errstate(over="ignore"):
+        logits = (logits - logits.max(axis=-1, keepdims=True)) / temperature
     if top_k is not None:
         kth = np.sort(logits, axis=-1)[:, -min(top_k, logits.shape[-1])][:, None]
         logits = np.where(logits < kth, -np.inf, logits)        # keep only the top_k
-    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs = np.exp(logits)
     probs /= probs.sum(axis=-1, keepdims=True)
     cumulative = probs.cumsum(axis=-1)
     draws = rng.random((len(probs), 1))
