@@ -23,14 +23,16 @@ DEFAULT_FLOAT = np.float32
 
 
 def _as_array(data, dtype=None):
-    """An ndarray for `data`; python floats (and lists of them) become float32."""
+    """An ndarray for `data`; python floats (and lists of them) become float32. Only numbers
+    (bool, integers, floats, complex) make a tensor: text, objects, dates are refused."""
     if isinstance(data, Tensor):
         data = data.data
-    if dtype is not None:
-        return np.asarray(data, dtype=dtype)
-    array = np.asarray(data)
-    if array.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
+    array = np.asarray(data) if dtype is None else np.asarray(data, dtype=dtype)
+    if dtype is None and array.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
         array = array.astype(DEFAULT_FLOAT)
+    if array.dtype.kind not in "biufc":
+        raise TypeError(f"a tensor holds numbers, got dtype {array.dtype} from {type(data).__name__} "
+                        f"{repr(data)[:40]}: give numbers (floats, ints or bools)")
     return array
 
 
