@@ -81,7 +81,7 @@ def pyplot(hangul=False):
     import matplotlib.pyplot as plt
     plt.rcParams.update(STYLE)
     if not use_korean_font(plt) and hangul:
-        print('(no Korean font: the Hangul in the figure draws as empty boxes; `pip install ".[ko]"` '
+        print('(no Korean font: the Hangul in the figure draws as empty boxes; `pip install ".[plots]"` '
               "installs one, koreanize-matplotlib's NanumGothic)")
         warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
     return plt
@@ -89,7 +89,7 @@ def pyplot(hangul=False):
 
 def use_korean_font(plt):
     """Draw Hangul if a Korean font is at hand; True if so. matplotlib's DejaVu Sans has no
-    Hangul. The ko extra installs koreanize-matplotlib, which ships NanumGothic: we register
+    Hangul. The plots extra installs koreanize-matplotlib, which ships NanumGothic: we register
     that font file with matplotlib (without importing the package, which would also make
     NanumGothic the font of every figure, and which imports distutils, gone from Python 3.12);
     a Korean font the system already has serves as well. DejaVu Sans stays first and the

@@ -2,12 +2,14 @@
 
 README's figures (docs/figures/) are wide enough for a 1920 px slide and shaped for one;
 the demos' figures refuse text too small to read there (demos/_common.py: save_figure);
-the heads figure names what a head does from its weights; Korean text draws with the ko
-extra and, without it, the demo says so once instead of warning for every glyph."""
+the heads figure names what a head does from its weights; Korean text draws with the plots
+extra (it brings a Korean font) and, without one, the demo says so once instead of warning for
+every glyph."""
 import os
 import struct
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -91,7 +93,7 @@ def test_the_heads_figure_names_what_a_head_does_from_its_weights():
 
 def context_demo(tmp_path, *flags, without_ko=False):
     """demos/attention_context.py run as a user runs it, writing to tmp_path; without_ko: as
-    if the ko extra were not installed (find_spec answers None for it)."""
+    if koreanize-matplotlib were not installed (find_spec answers None for it)."""
     hide = ("import importlib.util; find = importlib.util.find_spec\n"
             "importlib.util.find_spec = lambda name, *a: None if name == 'koreanize_matplotlib' else find(name, *a)\n")
     argv = ["demos/attention_context.py", *flags, "--out", str(tmp_path)]
@@ -100,15 +102,49 @@ def context_demo(tmp_path, *flags, without_ko=False):
     return python((hide if without_ko else "") + run, tmp_path)
 
 
-def test_attention_context_reads_each_sense_from_the_same_embedding(tmp_path):
-    done = context_demo(tmp_path)
-    conclusion = done.stdout.split("Conclusion: ")[1]
-    assert conclusion.startswith("supported") and "embedding is identical" in conclusion, conclusion
-    assert "Glyph" not in done.stderr
-
-
 # ---- Hangul ---------------------------------------------------------------------------------
-def test_with_the_ko_extra_a_figure_draws_hangul_without_missing_glyphs(tmp_path):
+def test_the_plots_extra_brings_the_korean_font_and_ko_stays_its_alias():
+    tomllib = pytest.importorskip("tomllib")   # Python 3.11 on
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert any(requirement.startswith("koreanize-matplotlib") for requirement in extras["plots"]), extras["plots"]
+    assert extras["ko"] == ["tensorgrad[plots]"]
+
+
+def rendered(text, family):
+    """The dark pixels (a boolean array) of `text` drawn alone at 48 pt by Agg in `family` (a
+    list of font names: matplotlib draws each character in the first that has it)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(1, 1), dpi=100)
+    fig.text(0.5, 0.5, text, fontsize=48, family=family, ha="center", va="center")
+    canvas = FigureCanvasAgg(fig)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # "Glyph ... missing from font(s)": the box is what we look for
+        canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., 0] < 128
+
+
+def test_with_the_plots_extra_hangul_draws_as_glyphs_not_the_missing_glyph_box():
+    """A missing Hangul glyph draws as one box for every syllable (.notdef, or since matplotlib
+    3.10 the Last Resort font's box of the Hangul block), so two different syllables drawn
+    alike are a box, and drawn differently are glyphs."""
+    pytest.importorskip("koreanize_matplotlib")
+    import matplotlib
+    from matplotlib import font_manager
+    import _common
+    assert (rendered("배", ["DejaVu Sans"]) == rendered("가", ["DejaVu Sans"])).all()   # the box: no Hangul there
+    with matplotlib.rc_context():   # use_korean_font sets rcParams: leave them as found
+        import matplotlib.pyplot as plt
+        assert _common.use_korean_font(plt), "no Korean font found, though koreanize-matplotlib is installed"
+        family = list(plt.rcParams["font.family"])
+    boat, other = rendered("배", family), rendered("가", family)
+    assert boat.any() and not (boat == other).all(), f"Hangul in {family} draws as the missing-glyph box"
+    fonts = [font_manager.get_font(font_manager.findfont(font_manager.FontProperties(family=name),
+                                                         fallback_to_default=False)) for name in family]
+    assert [font.family_name for font in fonts if font.get_char_index(ord("배"))] == [family[-1]]
+
+
+def test_with_the_plots_extra_a_figure_draws_hangul_without_missing_glyphs(tmp_path):
     pytest.importorskip("koreanize_matplotlib")
     done = python(
         "import sys, warnings; sys.path.insert(0, 'demos'); import _common\n"
@@ -126,7 +162,7 @@ def test_with_the_ko_extra_a_figure_draws_hangul_without_missing_glyphs(tmp_path
 def test_without_a_korean_font_a_demo_says_once_what_to_install(tmp_path):
     pytest.importorskip("matplotlib")
     done = context_demo(tmp_path, "--quick", without_ko=True)
-    assert done.stdout.count('pip install ".[ko]"') == 1
+    assert done.stdout.count('pip install ".[plots]"') == 1
     assert "Glyph" not in done.stderr and (tmp_path / "attention_context.png").exists()
 
 
