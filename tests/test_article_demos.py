@@ -115,3 +115,50 @@ def test_attention_heads_reads_a_gpt2_folder_with_a_subword_tokenizer(tmp_path):
     count = len(bpe.encode("Return the sum of a and b.").ids)   # the demo's default sentence
     assert f"input: 'Return the sum of a and b.' ({count} tokens)" in report
     assert count < 20 and report.count("\n    1     1 ") == 1
+
+
+# ---- claim 9, '배': new sentences, a control that must fail, a language model ----------------
+def context_module():
+    sys.path.insert(0, str(ROOT / "demos"))
+    import attention_context
+    return attention_context
+
+
+def test_attention_context_tests_on_sentences_it_never_trained_on():
+    ctx = context_module()
+    training, held_out = ctx.sentences()
+    trained = {sentence for sentence, _ in training}
+    assert held_out and not trained & {sentence for sentence, _ in held_out}
+    assert all(pair in held_out for pair in ctx.ARTICLE)
+    assert {sentence.split()[0] for sentence in trained} == set(ctx.WHO)   # each subject still trained on
+    vocab = {s for sentence in trained for s in ctx.SYLLABLE.findall(sentence)}
+    ctx.check_hand_written(training, vocab)            # new, and spelt with syllables it has embeddings for
+    with pytest.raises(AssertionError, match="is in the training text"):
+        ctx.check_hand_written(training + [(ctx.HAND_WRITTEN[0][0] + " 그리고", "boat")], vocab)
+
+
+def test_attention_context_reader_reads_new_sentences_and_its_shuffled_controls_cannot():
+    """Part 1 at the demo's default settings (a few seconds): the trained reader names the
+    sense of new sentences; the same model trained on shuffled senses is near chance there,
+    though it learned some of its own labels."""
+    ctx = context_module()
+    reader = ctx.sense_reader(*ctx.sentences(), quick=False)
+    accuracy = reader["accuracy"]
+    for new in ("held out", "hand-written"):
+        assert accuracy["trained", new] >= ctx.NEEDS["reader"], reader["rows"]
+        assert accuracy["shuffled-label control", new] <= ctx.NEEDS["control"], reader["rows"]
+    assert accuracy["shuffled-label control", "training"] > accuracy["shuffled-label control", "held out"]
+    assert reader["pair"]["same_input"] and reader["pair"]["apart"] > 0.1 and (reader["pair"]["p"] > 0.5).all()
+
+
+@pytest.mark.slow
+def test_attention_context_default_run_supports_the_claim_and_says_its_limits(tmp_path):
+    out = run(["demos/attention_context.py", "--out", str(tmp_path)], tmp_path)
+    conclusion = out.split("Conclusion: ")[1]
+    assert conclusion.startswith("supported") and "embedding is identical" in conclusion, conclusion
+    assert "What it does not show: understanding" in conclusion
+    report = (tmp_path / "attention_context.txt").read_text(encoding="utf-8")
+    for line in ("    held out ", "hand-written ", "  mixed cues ", "shuffled-label controls",
+                 "part 2, the language model", "expects its sense"):
+        assert line in report, line
+    assert (tmp_path / "attention_context.png").exists() == HAVE_MATPLOTLIB
