@@ -19,6 +19,10 @@ Corpora (load_corpus):
   no third-party text.
 - Anything else is the path of a UTF-8 text file; an empty, binary or non-UTF-8 file is a
   DataError, and prepare() refuses a text too short to give each split one block.
+- Every file is read as input (read_file): it must be a regular file (a device such as
+  /dev/zero, a FIFO or a socket is refused before it is read, and without waiting), and no
+  larger than the max_bytes a caller gives (the main job's is tied to the memory available:
+  a text takes up to MEMORY_PER_BYTE bytes of memory per byte while it becomes ids).
 
 The preparation matches nanoGPT's shakespeare_char, so losses are comparable: the
 vocabulary is the sorted set of characters, the first 90% of the text is the training
@@ -28,6 +32,7 @@ import ast
 import hashlib
 import http.client
 import os
+import stat
 import sys
 import sysconfig
 import urllib.request
@@ -175,16 +180,20 @@ SHAKESPEARE = RemoteFile(
     sha256="86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed")
 CORPORA = {"shakespeare": SHAKESPEARE}
 TIMEOUT = 10.0   # seconds to connect (and per read): an offline machine falls back quickly
+# The most memory a UTF-8 file takes per byte while read_text and prepare turn it into ids: an
+# ASCII text as a str (1 byte a character), the list of ids encode builds (8 bytes a reference)
+# and their int64 array (8), and the file's bytes until they are decoded (measured: 17.6)
+MEMORY_PER_BYTE = 18
 
 
-def load_corpus(source="shakespeare", cache_dir=None, timeout=TIMEOUT):
+def load_corpus(source="shakespeare", cache_dir=None, timeout=TIMEOUT, max_bytes=None):
     """(text, description) of a corpus. `source` is a name in CORPORA, a RemoteFile, or the
-    path of a UTF-8 text file (a name wins over a file of that name: write ./shakespeare).
-    A remote corpus comes from the cache, else from the web, else (offline) from
-    fallback_corpus(); `description` is one line saying which."""
+    path of a UTF-8 text file (a name wins over a file of that name: write ./shakespeare) of
+    at most max_bytes bytes (None: any size). A remote corpus comes from the cache, else from
+    the web, else (offline) from fallback_corpus(); `description` is one line saying which."""
     remote, path = _remote(source), corpus_file(source, cache_dir)
     if remote is None:
-        return read_text(source), str(source)
+        return read_text(source, max_bytes), str(source)
     data = _read_cached(path, remote)
     if data is not None:
         return data.decode("utf-8"), f"{remote.filename}, cached at {path}"
@@ -254,7 +263,7 @@ def _read_cached(path, remote):
     """The cached file's bytes when it is there and intact; a damaged copy is deleted (it
     is ours: the cache keeps nothing bad) and None returned, so it is downloaded again."""
     try:
-        with open(path, "rb") as file:
+        with open_regular(path) as file:
             data = file.read(remote.size + 1)
     except FileNotFoundError:
         return None
@@ -266,17 +275,22 @@ def _read_cached(path, remote):
     return data
 
 
-def read_text(path):
-    """The contents of a UTF-8 text file (a byte-order mark is dropped), or a DataError
-    that names the file and the problem."""
+def read_text(path, max_bytes=None):
+    """The contents of a UTF-8 text file of at most max_bytes bytes (None: any size; a
+    byte-order mark is dropped), or a DataError that names the file and the problem. A
+    larger file is refused by its size, before a byte of it is read."""
     try:
-        with open(path, "rb") as file:
-            data = file.read()
+        file = open_regular(path)
     except FileNotFoundError:
         raise DataError(f"{path}: no such file; --data takes 'shakespeare' or the path of a "
                         f"UTF-8 text file") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a folder; --data takes the path of a UTF-8 text file") from None
+    with file:
+        size = os.fstat(file.fileno()).st_size
+        if max_bytes is not None and size > max_bytes:
+            raise _too_large(path, size, max_bytes)
+        data = file.read(-1 if max_bytes is None else max_bytes + 1)
+    if max_bytes is not None and len(data) > max_bytes:   # it grew while it was read
+        raise _too_large(path, len(data), max_bytes)
     if not data:
         raise DataError(f"{path}: the file is empty: nothing to train on")
     if b"\0" in data:
@@ -286,6 +300,39 @@ def read_text(path):
     except UnicodeDecodeError as error:
         raise DataError(f"{path}: is not UTF-8 text (byte {error.start}: {error.reason}); "
                         f"convert it first, e.g. `iconv -t UTF-8 {path} > text.txt`") from None
+
+
+def _too_large(path, size, max_bytes):
+    return DataError(f"{path}: {size:,} bytes, more than the {max_bytes:,} a corpus may have here (max_bytes; a "
+                     f"text takes up to {MEMORY_PER_BYTE} bytes of memory per byte as it becomes ids); train on a "
+                     "part of it")
+
+
+# what a path names, when it is not a regular file
+NOT_FILES = {stat.S_ISDIR: "a folder", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
+             stat.S_ISFIFO: "a FIFO (a named pipe)", stat.S_ISSOCK: "a socket"}
+
+
+def open_regular(path):
+    """The file at `path` open to read bytes, refused (DataError naming it and what it is)
+    unless it is a regular file: a device never ends (/dev/zero, /dev/urandom) and opening a
+    FIFO waits for a writer. The path is checked before it is opened (os.stat opens nothing)
+    and the file again once open, in case the path changed in between: it is opened without
+    waiting (O_NONBLOCK, which a regular file ignores). FileNotFoundError when nothing is there."""
+    _require_regular(path, os.stat(path))
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))   # (POSIX, Windows)
+    try:
+        _require_regular(path, os.fstat(fd))
+    except DataError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def _require_regular(path, info):
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in NOT_FILES.items() if test(info.st_mode)), "not a file")
+        raise DataError(f"{path}: is {kind}, not a regular file; --data takes the path of a UTF-8 text file")
 
 
 def fallback_corpus():

@@ -112,6 +112,33 @@ def test_missing_file_and_folder_are_clear_errors(tmp_path):
         data.load_corpus(str(tmp_path))
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="a POSIX device")
+def test_a_device_is_refused_before_it_is_read():
+    # max_bytes bounds the read should the check ever fail: /dev/zero never ends
+    with pytest.raises(data.DataError, match="/dev/zero: is a character device, not a regular file"):
+        data.load_corpus("/dev/zero", max_bytes=1000)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="a POSIX FIFO")
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+    path = tmp_path / "pipe.txt"
+    os.mkfifo(path)
+    refused = []
+    reader = threading.Thread(target=lambda: refused.append(pytest.raises(data.DataError, data.load_corpus, str(path))),
+                              daemon=True)   # a reader blocked in open() would stay there: daemon, not joined forever
+    reader.start()
+    reader.join(10)
+    assert refused and "is a FIFO (a named pipe), not a regular file" in str(refused[0].value)
+
+
+def test_a_file_larger_than_max_bytes_is_refused_by_its_size(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("a" * 100)
+    assert data.load_corpus(str(path), max_bytes=100)[0] == "a" * 100
+    with pytest.raises(data.DataError, match=rf"{path}: 100 bytes, more than the 99 a corpus may have here"):
+        data.load_corpus(str(path), max_bytes=99)
+
+
 def test_text_too_short_for_one_block_is_a_clear_error():
     with pytest.raises(data.DataError, match=r"too few for block_size 64.*at least 650 characters"):
         data.prepare("x" * 600, block_size=64, name="short.txt")
