@@ -19,7 +19,7 @@ Corpora (load_corpus):
   no third-party text.
 - Anything else is the path of a UTF-8 text file; an empty, binary or non-UTF-8 file is a
   DataError, and prepare() refuses a text too short to give each split one block.
-- Every file is read as input (read_file): it must be a regular file (a device such as
+- Every file is read as input (open_regular): it must be a regular file (a device such as
   /dev/zero, a FIFO or a socket is refused before it is read, and without waiting), and no
   larger than the max_bytes a caller gives (the main job's is tied to the memory available:
   a text takes up to MEMORY_PER_BYTE bytes of memory per byte while it becomes ids).
@@ -182,7 +182,7 @@ CORPORA = {"shakespeare": SHAKESPEARE}
 TIMEOUT = 10.0   # seconds to connect (and per read): an offline machine falls back quickly
 # The most memory a UTF-8 file takes per byte while read_text and prepare turn it into ids: an
 # ASCII text as a str (1 byte a character), the list of ids encode builds (8 bytes a reference)
-# and their int64 array (8), and the file's bytes until they are decoded (measured: 17.6)
+# and their int64 array (8), and the file's bytes until they are decoded
 MEMORY_PER_BYTE = 18
 
 
