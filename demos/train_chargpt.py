@@ -16,10 +16,12 @@ same, 143); --resume continues from it exactly as if the run had never stopped (
 .npz checkpoint of tensorgrad 0.1 too).
 
 This file is the loop; the machinery around it is the train package: the flags and their
-checks (train/flags.py), the outputs claimed and locked, checkpoints, resume and stops
-(train/run.py), the batch split across processes (train/parallel.py), the gradient health
-(train/health.py). Exit status: 0 done, 1 an error, 2 a bad flag, 3 a nan or inf loss or
-gradient (the checkpoint on disk stays the last finite one), 130 Ctrl-C, 143 SIGTERM.
+checks (train/flags.py), the outputs claimed and locked, checkpoints and stops (train/run.py),
+a checkpoint's run state checked on --resume (train/resume.py), the memory a step needs
+(train/memory.py), the batch split across processes (train/parallel.py), the gradient health
+(train/health.py). Exit status: 0 done, 1 an error, 2 a bad flag (or one the machine cannot
+hold), 3 a nan or inf loss or gradient (the checkpoint on disk stays the last finite one),
+130 Ctrl-C, 143 SIGTERM.
 """
 import sys
 import time
@@ -41,17 +43,20 @@ def main(argv=None):
     checkpoint = None
     if config.resume:   # a resumed run takes its model, tokenizer and settings from the checkpoint
         checkpoint = train.run.load_checkpoint(config.out)   # (model, tokenizer, meta)
-        config = train.run.resumed_config(config, given, checkpoint)
+        config = train.resume.resumed_config(config, given, checkpoint)   # its run state checked first
+    config = train.flags.within_cores(config)
     with train.run.claim_outputs(config):
         fit(config, checkpoint)
 
 
 def build(config, checkpoint=None):
-    """The corpus, the model (new, or the checkpoint's) and its AdamW optimizer."""
-    text, about = data.load_corpus(config.data)
+    """The corpus (a regular file, at most half the memory available as ids), the model (new,
+    or the checkpoint's, once its step is known to fit in memory) and its AdamW optimizer."""
+    text, about = data.load_corpus(config.data, max_bytes=train.memory.corpus_limit())
     print(f"corpus: {about}")
     corpus = data.prepare(text, config.block_size, name=config.data)
     print(corpus.summary())
+    train.run.require_memory(config, corpus.tokenizer.vocab_size)
     if checkpoint:
         model, tokenizer, _ = checkpoint
         if corpus.tokenizer != tokenizer:
@@ -72,13 +77,15 @@ def fit(config, checkpoint=None):
     corpus, model, optimizer = build(config, checkpoint)
     if config.processes > 1:
         threadpool_limits(1)   # the processes are the parallelism: one BLAS core each, not two apiece
-    parallel = train.DataParallel(model, config.processes, optimizer)   # forks its workers now
+    interrupt = train.run.Interrupt()   # first: a wait for a worker that does not answer ends at a stop
+    parallel = train.DataParallel(model, config.processes, optimizer, reply_timeout=config.worker_timeout,
+                                  stopping=lambda: interrupt.requested)   # forks its workers now
     run = train.run.Run(config, corpus, model, optimizer, checkpoint)   # step, history, random streams
     print(f"model: {model.num_parameters():,} parameters (n_layer {config.n_layer}, n_head {config.n_head}, "
           f"n_embd {config.n_embd}, block_size {config.block_size})"
           + (f"; resuming from {run.out} at step {run.step}" if checkpoint else ""))
-    interrupt, started, seconds, first_step = train.run.Interrupt(), time.perf_counter(), 0.0, run.step
-    terminal, params, full = on_a_terminal(), model.parameters(), None
+    started, seconds, first_step = time.perf_counter(), 0.0, run.step
+    terminal, params, full, lost = on_a_terminal(), model.parameters(), None, None
     bar = tqdm(total=config.max_iters, initial=run.step, unit="iter", dynamic_ncols=True, disable=not terminal)
     try:
         while run.step < config.max_iters and not interrupt.requested:
@@ -120,17 +127,11 @@ def fit(config, checkpoint=None):
             if not run.evaluated(run.step):
                 run.evaluate(parallel)
             full = full_split_loss(parallel, corpus.val, config.block_size, config.batch_size, interrupt)
-    except train.WorkerDied as died:   # the run cannot go on without it: keep what is done
+    except train.WorkerDied as died:   # died, or stopped answering: the run cannot go on without it
         bar.close()
-        run.save()   # as the last completed step left it: on --resume the cut step runs again
-        raise JobError(f"worker process {died.pid} died ({died.how}) during step {run.step}; saved the state of "
-                       f"step {run.step}, the last completed, to {run.out}; continue with --resume") from None
-    if full is None:   # Ctrl-C or SIGTERM, in training or in the final evaluation
-        run.save()
-        run.plot()
-        how = "interrupted" if interrupt.signal.name == "SIGINT" else f"stopped by {interrupt.signal.name}"
-        print(f"{how} at step {run.step}: checkpoint written to {run.out}; continue with --resume")
-        sys.exit(128 + interrupt.signal)
+        lost = died
+    if full is None:   # Ctrl-C, SIGTERM or a worker lost, in training or in the final evaluation
+        run.stop(interrupt, lost)   # saves the last completed step (on --resume a step cut short runs again), exits
     report(run, parallel, full, seconds, run.step - first_step, time.perf_counter() - started)
 
 

@@ -4,12 +4,15 @@ by default) and reading them from the command line, every value checked as it is
     config, given = train.flags.parse_config(["--max_iters", "500"])
     config.max_iters, given   # 500, {"max_iters": 500}: given names the flags on the command line
 
-A bad flag is argparse's usage error: one line on stderr, exit status 2.
+A bad flag is argparse's usage error: one line on stderr, exit status 2. A setting read from
+elsewhere (a checkpoint's, on --resume) is held to its flag's own check (setting), the
+settings to each other once all are known (combination_error), and --processes to the cores
+this job may use (within_cores).
 """
 import argparse
 import math
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from .outputs import OutputError, check_clashes, described, outputs
@@ -18,7 +21,8 @@ from .outputs import OutputError, check_clashes, described, outputs
 def checked(convert, ok, expected):
     """An argparse type: the flag's text through convert (int or float), refused unless
     ok(value), with argparse's usage error (exit status 2): "argument --lr: must be a
-    finite number > 0, got nan"."""
+    finite number > 0, got nan". It keeps ok and expected, so a value read from elsewhere (a
+    checkpoint's settings) is held to the same check (setting)."""
     def parse(text):
         try:
             value = convert(text)
@@ -28,6 +32,7 @@ def checked(convert, ok, expected):
             raise argparse.ArgumentTypeError(f"must be {expected}, got {text}")
         return value
     parse.__name__ = convert.__name__   # argparse names the type in its messages and metavars
+    parse.ok, parse.expected = ok, expected
     return parse
 
 
@@ -38,6 +43,15 @@ POSITIVE = checked(float, lambda v: 0 < v < math.inf, "a finite number > 0")
 NON_NEGATIVE = checked(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
 FRACTION = checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
 SEED = checked(int, lambda n: 0 <= n < 2**32, "a whole number from 0 to 2**32 - 1 (numpy's seed range)")
+
+
+def cores():
+    """The CPU cores this process may run on: its affinity where the platform tells it (a
+    container or `taskset` may allow fewer than the machine has), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # macOS, Windows
+        return os.cpu_count() or 1
 
 
 def flag(default, help, kind=None):
@@ -74,10 +88,12 @@ class Config:
     weight_decay: float = flag(0.1, "AdamW weight decay (matrices and embeddings only)", NON_NEGATIVE)
     grad_clip: float = flag(1.0, "clip the global gradient norm to this; 0 turns clipping off", NON_NEGATIVE)
     seed: int = flag(1337, "seed of the initial weights, the batches and the samples", SEED)
-    processes: int = flag(min(4, os.cpu_count() or 1),
+    processes: int = flag(min(4, cores()),
                           "processes that share each batch and each evaluation (data parallel, each "
-                          "multiplying matrices on one core); 1 runs the model on the whole batch "
-                          "with numpy's own BLAS threads", POSITIVE_COUNT)
+                          "multiplying matrices on one core; at most the cores this job may use); 1 runs "
+                          "the model on the whole batch with numpy's own BLAS threads", POSITIVE_COUNT)
+    worker_timeout: float = flag(30.0, "seconds a worker process may take to answer (or 10 times its slowest "
+                                       "answer so far, if longer) before the job kills it as hung", POSITIVE)
     # evaluation and output
     eval_interval: int = flag(250, "steps between evaluations (each also writes the checkpoint)", POSITIVE_COUNT)
     eval_iters: int = flag(20, "batches per split averaged at each evaluation", POSITIVE_COUNT)
@@ -98,6 +114,52 @@ class Config:
 
 
 MODEL_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "dropout", "tie_weights")   # fixed once a model exists
+FIELDS = {f.name: f for f in fields(Config)}
+EXPECTED = {bool: "true or false", str: "text"}   # what a setting of a flag without a kind must be
+
+
+def setting(name, value):
+    """`value` as the setting `name` when it comes from elsewhere than the command line (a
+    checkpoint's settings, as JSON gives them), held to the flag's own check: it must have the
+    flag's type (an int for a whole number, and not true or false; an int or a float for a
+    number; true or false; text) and pass the flag's kind, else a ValueError saying what it
+    must be. An int given for a number comes back a float."""
+    f = FIELDS[name]
+    kind = f.metadata["kind"]
+    expected = kind.expected if kind else EXPECTED[f.type]
+    if type(value) is not f.type and not (f.type is float and type(value) is int):   # type(): True is an int
+        raise ValueError(expected)
+    try:
+        value = f.type(value)
+    except OverflowError:   # an int beyond any float
+        raise ValueError(expected) from None
+    if kind and not kind.ok(value):
+        raise ValueError(expected)
+    return value
+
+
+def combination_error(config):
+    """What is wrong with the settings taken together, or None: n_head must divide n_embd,
+    and min_lr, where the cosine decay ends, may not be above lr, where it starts (the
+    learning rate would climb as the run goes)."""
+    if config.n_embd % config.n_head:
+        return f"--n_embd {config.n_embd} must be divisible by --n_head {config.n_head}"
+    if config.min_lr > config.lr:
+        return (f"--min_lr {config.min_lr} is above --lr {config.lr}: the cosine decay would raise the learning "
+                "rate; give a --min_lr at most --lr")
+    return None
+
+
+def within_cores(config):
+    """The config with --processes at most the cores this job may use (cores()), saying so in
+    a line when it lowers it: more processes than cores only take turns, each with memory of
+    its own (a flag asking for more, or a checkpoint's setting from a larger machine)."""
+    available = cores()
+    if config.processes <= available:
+        return config
+    print(f"--processes {config.processes} is more than the {available} core(s) this job may use: "
+          f"running {available} processes")
+    return replace(config, processes=available)
 
 
 def parse_config(argv=None, description=None):
@@ -114,8 +176,9 @@ def parse_config(argv=None, description=None):
                                 help=help)
     given = vars(parser.parse_args(argv))   # only the flags on the command line (SUPPRESS)
     config = Config(**given)
-    if config.n_embd % config.n_head:
-        parser.error(f"--n_embd {config.n_embd} must be divisible by --n_head {config.n_head}")
+    problem = None if config.resume else combination_error(config)   # resumed: once merged with the checkpoint's
+    if problem:
+        parser.error(problem)
     if config.resume and config.overwrite:
         parser.error("--resume continues the checkpoint at --out and --overwrite replaces it: pass one of them")
     if Path(config.out).is_dir():

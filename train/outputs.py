@@ -1,12 +1,15 @@
 """The files a run writes: none may be one of its inputs or another of its outputs, and only
-one run at a time may write them.
+one run at a time may write each of them.
 
     train.outputs.outputs("out/chargpt.safetensors")   # every file the main job writes, named after it
 
     train.outputs.check_clashes({"checkpoint": out, "loss log": out.with_suffix(".csv")},
                              {"corpus": "input.txt"})   # OutputError if two name one file
     with train.outputs.RunLock(f"{out}.lock"):   # Busy if another run holds it, naming its pid
-        ...train, writing the outputs...
+        ...train, writing the output...
+
+Each output has a lock of its own (train.run.claim_outputs takes them all): runs whose --out
+differ can still name one file, run.safetensors and run.pt both a loss log run.csv.
 
 Two paths name one file when they resolve to the same path (symlinks and ".." followed) or,
 for files that exist, when they are the same file on disk (a hard link: two names, one inode).
@@ -35,8 +38,8 @@ DESCRIBED = Outputs("checkpoint", "loss log", "loss plot", "gradient health log"
 def outputs(out):
     """Every file the main job writes, named after --out: for out/chargpt.safetensors, the
     checkpoint itself, the loss log out/chargpt.csv and .png, the gradient health
-    out/chargpt.health.csv and .health.png. (Its lock, out/chargpt.safetensors.lock, lives
-    only while the run does.)"""
+    out/chargpt.health.csv and .health.png. (Their locks, out/chargpt.safetensors.lock,
+    out/chargpt.csv.lock, ..., live only while the run does.)"""
     out = Path(out)
     return Outputs(out, out.with_suffix(".csv"), out.with_suffix(".png"), out.with_suffix(".health.csv"),
                    out.with_suffix(".health.png"))

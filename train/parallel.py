@@ -16,11 +16,15 @@ optimizer, DataParallel also moves its state into shared memory (share_optimizer
 and splits each update the same way: each process runs the optimizer's plain step() with
 only its group's gradients in place (step_group).
 
-A worker that dies (killed, out of memory) is WorkerDied, raised here, with the model and the
+A worker that dies (killed, out of memory), or stops answering (SIGSTOP, a debugger, a
+machine swapping) and is then killed, is WorkerDied, raised here, with the model and the
 optimizer as the last completed step left them, ready to be saved: each process keeps a copy
 of what its group's update changes, in shared memory, just before it makes it, and step()
-puts every group back if one has not taken the update (KeptState). The workers never outlive
-this process, however it ends (serve).
+puts every group back if one has not taken the update (KeptState). A worker has
+reply_timeout seconds to answer, or 10 times the longest it has taken so far if that is
+longer (a larger model's steps take longer); once `stopping()` says the job is stopping
+(Ctrl-C, SIGTERM), it has only a few seconds more. The workers never outlive this process,
+however it ends (serve).
 
 A worker starts as a copy of the model (and optimizer) at the time DataParallel was made
 (fork): change the model's code or structure afterwards and make a new DataParallel.
@@ -30,9 +34,12 @@ e.g. threadpoolctl.threadpool_limits(1), as demos/train_chargpt.py does (before 
 DataParallel: the workers inherit it). Where processes cannot be forked (Windows), the
 whole batch runs in this process.
 """
+import ctypes
+import math
 import mmap
 import multiprocessing
 import signal
+import time
 import traceback
 import warnings
 import weakref
@@ -44,15 +51,22 @@ import tensorgrad as tg
 from nn import rng
 from nn.optim import clip_grad_norm
 
+REPLY_TIMEOUT = 30.0   # seconds a worker has to answer at least: its first steps also fault in their memory
+SLOWEST_TIMES = 10     # ... or this many times the longest it has taken so far, if that is longer
+STOP_GRACE = 2.0       # seconds it still has once the job is stopping (or twice its longest answer)
+POLL = 0.2             # seconds between two looks at stopping() while waiting
+
 
 class DataParallel:
     """Forward and backward of `model(x, y) -> (output, mean loss)` on `processes` parts
     of a batch at once, and, given the optimizer, its update split the same way. With
     processes=1 it simply runs the model (and the optimizer)."""
 
-    def __init__(self, model, processes, optimizer=None):
+    def __init__(self, model, processes, optimizer=None, reply_timeout=REPLY_TIMEOUT, stopping=None):
         if processes < 1:
             raise ValueError(f"DataParallel: processes must be at least 1, got {processes}")
+        if not 0 < reply_timeout < math.inf:   # nan fails both
+            raise ValueError(f"DataParallel: reply_timeout must be a finite number of seconds > 0, got {reply_timeout}")
         if processes > 1 and "fork" not in multiprocessing.get_all_start_methods():
             warnings.warn("DataParallel: this platform cannot fork processes; the whole batch "
                           "runs in this process")
@@ -61,6 +75,8 @@ class DataParallel:
         if optimizer is not None and any(id(p) not in own for p in optimizer.params):
             raise ValueError("DataParallel: the optimizer must update the model's own parameters")
         self.model, self.processes, self.optimizer = model, processes, optimizer
+        self.reply_timeout, self.stopping = reply_timeout, stopping or (lambda: False)
+        self.slowest = 0.0   # the longest the workers have taken to answer a message so far, in seconds
         self.params = model.parameters()
         self.workers = []   # (connection, process), one per forked process
         if processes > 1:
@@ -187,7 +203,10 @@ class DataParallel:
     def _exchange(self, messages, here):
         """Send messages[k] to worker k, run here() meanwhile, then read every reply (all
         of them, even after an error, so the next call starts clean). Returns (here()'s
-        result, the replies)."""
+        result, the replies). (A message larger than the connection's buffer, a part of a
+        very large batch, waits in send() for the worker to read it: a worker stopped just
+        then holds this process there, and only a second Ctrl-C or SIGTERM ends it.)"""
+        sent = time.monotonic()
         for (connection, process), message in zip(self.workers, messages):
             try:
                 connection.send(message)
@@ -197,24 +216,50 @@ class DataParallel:
         try:
             result = here()
         finally:
-            replies = [receive(connection, process) for connection, process in self.workers[:len(messages)]]
+            try:
+                replies = self._replies(len(messages), sent)
+            except BaseException:   # a second Ctrl-C while waiting: replies would be left unread
+                self.close()
+                raise
         for reply in replies:
             if isinstance(reply, WorkerDied):
                 self.close()   # the next call starts new workers
             if isinstance(reply, Exception):
                 raise reply
+        self.slowest = max(self.slowest, time.monotonic() - sent)
         return result, replies
+
+    def _replies(self, count, sent):
+        """The replies of the first `count` workers to the messages sent at time `sent`
+        (time.monotonic()). A worker that has not answered by the deadline (the timeout of the
+        module's docstring, shortened once stopping() is true) is killed, and its reply is
+        WorkerDied."""
+        deadline = sent + max(self.reply_timeout, SLOWEST_TIMES * self.slowest)
+        replies = []
+        for connection, process in self.workers[:count]:
+            # poll(t) waits up to t seconds for the reply (or the end-of-file of a worker that died)
+            while time.monotonic() < deadline and not connection.poll(min(POLL, deadline - time.monotonic())):
+                if self.stopping():
+                    deadline = min(deadline, time.monotonic() + max(STOP_GRACE, 2 * self.slowest))
+            if connection.poll(0):
+                replies.append(receive(connection, process))
+            else:
+                replies.append(WorkerDied.unanswered(process, time.monotonic() - sent))
+        return replies
 
 
 class WorkerDied(RuntimeError):
-    """A worker process ended without answering (killed, or out of memory): `pid` says which,
-    `how` how ("killed by signal 9 (SIGKILL)", "exit code 1"). Wherever it died, the
-    parameters and the optimizer's state are as the last completed step left them (a step()
-    it cut short is undone in every group), so they can be saved."""
+    """A worker process that ended without answering (killed, or out of memory), or that
+    stopped answering and was killed: `pid` says which, `how` how ("killed by signal 9
+    (SIGKILL)", "exit code 1", "no answer in 31 s; it was stopped"), `reason` all of it in
+    words ("died (killed by signal 9 (SIGKILL))"). Wherever it ended, the parameters and the
+    optimizer's state are as the last completed step left them (a step() it cut short is
+    undone in every group), so they can be saved."""
 
-    def __init__(self, pid, how):
-        super().__init__(f"DataParallel: worker process {pid} died ({how}); the next call starts new workers")
+    def __init__(self, pid, how, answered=True):
         self.pid, self.how = pid, how
+        self.reason = f"died ({how})" if answered else f"stopped answering ({how}) and was killed"
+        super().__init__(f"DataParallel: worker process {pid} {self.reason}; the next call starts new workers")
 
     @classmethod
     def of(cls, process):
@@ -227,6 +272,26 @@ class WorkerDied(RuntimeError):
         else:
             how = f"exit code {code}"
         return cls(process.pid, how)
+
+    @classmethod
+    def unanswered(cls, process, waited):
+        """Kill a worker that has not answered in `waited` seconds (SIGKILL: it ends a stopped
+        process too, where SIGTERM would wait for it to be continued); what it was doing is
+        read from Linux's /proc first, where there is one."""
+        state = {"T": "; it was stopped (SIGSTOP, Ctrl-Z or a debugger)", "t": "; a debugger held it",
+                 "D": "; it was waiting on the disk or on memory (swapping)"}.get(process_state(process.pid), "")
+        process.kill()
+        process.join(timeout=5)
+        return cls(process.pid, f"no answer in {waited:.0f} s{state}", answered=False)
+
+
+def process_state(pid):
+    """Linux's one-letter state of a process (R running, S sleeping, T stopped, ...), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def _part(model, x, y, share, seed, backward):
@@ -286,6 +351,7 @@ def serve(connection, handle, parent_ends=()):
     # sent to the whole process group, they must not kill a worker in the middle of that step
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    die_with_parent()
     for end in parent_ends:
         end.close()
     while True:
@@ -303,6 +369,17 @@ def serve(connection, handle, parent_ends=()):
             connection.send(answer)
         except OSError:   # the main process has gone
             return
+
+
+def die_with_parent():
+    """On Linux, have the kernel kill this process (SIGKILL) when the thread that forked it
+    ends: a worker that is stopped (SIGSTOP, a debugger) reads no end-of-file, so without this
+    it would outlive a trainer killed meanwhile. Elsewhere (no prctl) it does nothing."""
+    PR_SET_PDEATHSIG = 1
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError, TypeError):   # no C library to load, or one without prctl (macOS)
+        pass
 
 
 def _publish_grads(params, buffers, own_group):
@@ -331,7 +408,8 @@ def _sum(k, params, groups, has_grad, grads, totals):
 
 
 def receive(connection, process):
-    """A worker's reply, or the exception to raise for its failure or its death."""
+    """A worker's reply (once connection.poll() says it is there, or a connection closed), or
+    the exception to raise for its failure or its death."""
     try:
         status, value = connection.recv()
     except (EOFError, ConnectionResetError):   # a reset: it died with our message unread

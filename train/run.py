@@ -1,14 +1,20 @@
 """The main job's run around its loop: its outputs claimed before step 0, its state (the
 step, the evaluations so far, the random streams) saved to the checkpoint and read back on
---resume, its stops (Ctrl-C, SIGTERM, a nan) and the loss log beside the checkpoint.
+--resume (train/resume.py checks it first), its stops (Ctrl-C, SIGTERM, a nan, a worker
+lost) and the loss log beside the checkpoint.
 
 Nothing is lost:
 - the outputs, all named after --out, may not be the corpus or each other; a new run does not
-  replace existing files without --overwrite; a second run on a busy --out is refused, naming
-  the pid of the run that holds its lock (claim_outputs);
+  replace existing files without --overwrite; a run that would write a file another running
+  job writes is refused, naming the file and the pid of the run that holds its lock
+  (claim_outputs);
+- a run whose step cannot fit in the memory available is refused before it allocates
+  (require_memory);
 - a loss or gradient norm that is nan or inf stops the run before the update (NonFinite, exit
-  status 3), and the checkpoint on disk stays the last finite one (Run.require_finite);
-- Ctrl-C and SIGTERM finish the current step, then the job saves and exits (Interrupt);
+  status 3), and the checkpoint on disk stays the last finite one: no state with a nan or an
+  inf is ever written (Run.require_finite, Run.save);
+- Ctrl-C and SIGTERM finish the current step, then the job saves and exits (Interrupt); a
+  worker that dies or stops answering has the last completed step saved (Run.stop);
 - every file is written to a temporary name and renamed (nn.atomic), and the temporary
   files a killed run left are removed at the next start.
 """
@@ -16,8 +22,9 @@ import csv
 import io
 import math
 import signal
-from contextlib import contextmanager
-from dataclasses import asdict, fields
+import sys
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -26,12 +33,10 @@ from tqdm import tqdm
 import nn
 from nn import data
 
-from . import evaluate
-from .flags import MODEL_FIELDS, Config
+from . import evaluate, memory
+from .flags import MODEL_FIELDS
 from .health import HealthLog, plot_health
 from .outputs import Busy, OutputError, RunLock, check_clashes, described, outputs
-
-RUN_STATE = ("config", "step", "history", "best_val_loss", "rng", "batch_rng")   # what --resume reads
 
 
 class JobError(Exception):
@@ -70,21 +75,25 @@ class Interrupt:
 @contextmanager
 def claim_outputs(config):
     """Everything the outputs need before step 0, held while the run writes them: none of them
-    is the corpus (the same file under another name included: a symlink, a hard link); a new
-    run replaces no existing file unless --overwrite; no other run writes them at once (a lock
-    naming this run's pid, out/chargpt.safetensors.lock, released however the run ends). Then
-    it removes the temporary files a killed run left in the folder (nn.atomic)."""
+    is the corpus (the same file under another name included: a symlink, a hard link); no
+    other run writes any of them at once (a lock for each, out/chargpt.safetensors.lock,
+    out/chargpt.csv.lock, ..., naming this run's pid, released however the run ends: two runs
+    whose --out differ may still share a log, run.safetensors and run.pt both write run.csv);
+    a new run replaces no existing file unless --overwrite. Then it removes the temporary files
+    a killed run left in the folder (nn.atomic)."""
     out, files = Path(config.out), outputs(config.out)
     try:
         check_clashes(described(files), {"corpus": data.corpus_file(config.data)})
     except OutputError as error:
         raise JobError(f"--out {out} --data {config.data}: {error}; choose another --out", status=2) from None
     out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        lock = RunLock(f"{out}.lock")
-    except Busy as busy:
-        raise JobError(f"--out {out} is busy: {busy}; wait for that run to end, or choose another --out") from None
-    with lock:
+    with ExitStack() as locks:   # each lock taken is let go when the block ends, or when the next one is refused
+        for what, path in described(files).items():
+            try:
+                locks.enter_context(RunLock(f"{path}.lock"))
+            except Busy as busy:
+                which = f"--out {out} is busy" if path == out else f"--out {out}: its {what} {path} is busy"
+                raise JobError(f"{which}: {busy}; wait for that run to end, or choose another --out") from None
         existing = [str(path) for path in files if path.exists()]
         if existing and not (config.resume or config.overwrite):
             raise JobError(f"{out} already holds a checkpoint: pass --resume to continue it, or --overwrite to "
@@ -106,24 +115,6 @@ def load_checkpoint(path):
     return nn.checkpoint.load_gpt(path)
 
 
-def resumed_config(config, given, checkpoint):
-    """The Config of a resumed run: the checkpoint's settings, overridden by the flags given
-    now (except the model's shape, which the checkpoint fixes)."""
-    path, (model, _, meta) = config.out, checkpoint
-    missing = [key for key in RUN_STATE if key not in meta]
-    if missing:
-        raise nn.CheckpointError(f"{path}: cannot resume from it: its metadata lacks {', '.join(missing)} (it was "
-                                 "not written by train_chargpt.py; sample from it, or train a new model)")
-    shape = {name: model.config[name] for name in MODEL_FIELDS}
-    changed = [f"--{name} {given[name]} (the checkpoint has {shape[name]})"
-               for name in MODEL_FIELDS if name in given and given[name] != shape[name]]
-    if changed:
-        raise JobError(f"--resume cannot change the model's shape: {', '.join(changed)}; drop those flags")
-    known = {f.name for f in fields(Config)}   # a setting an older version had is dropped
-    saved = {name: value for name, value in meta["config"].items() if name in known}
-    return Config(**{**saved, **shape, **given, "out": path, "overwrite": False})
-
-
 class Run:
     """What the loop carries from step to step beside the model and the optimizer: the step,
     the evaluations so far (history), the batches' random stream, the step the checkpoint on
@@ -135,14 +126,14 @@ class Run:
         self.model, self.optimizer = model, optimizer
         self.batch_rng = np.random.default_rng([config.seed, 0])   # a stream of its own, apart from nn's
         self.step, self.history, self.best_val_loss, self.saved_step = 0, [], None, None
-        if checkpoint:   # everything that decides the next step, as the checkpoint left it
+        if checkpoint:   # everything that decides the next step, as the checkpoint left it (train.resume checked it)
             meta = checkpoint[2]
             nn.load(self.out, optimizer)   # a second read: the moments need the optimizer to exist
-            try:
-                nn.rng.set_state(meta["rng"])
-                self.batch_rng.bit_generator.state = meta["batch_rng"]
-            except (TypeError, ValueError, KeyError) as error:
-                raise nn.CheckpointError(f"{self.out}: its random generators' states are damaged ({error})") from None
+            bad = self.non_finite()
+            if bad:   # (nn.load refuses such a file too: a stop's message relies on this check)
+                raise nn.CheckpointError(f"{self.out}: cannot resume from it: {bad} holds a nan or an inf")
+            nn.rng.set_state(meta["rng"])
+            self.batch_rng.bit_generator.state = meta["batch_rng"]
             self.step, self.history, self.best_val_loss = meta["step"], meta["history"], meta["best_val_loss"]
             self.saved_step = self.step
         try:
@@ -173,11 +164,23 @@ class Run:
         """Stop (NonFinite) if any of the values is nan or inf, before it reaches the weights."""
         bad = [f"{name.replace('_', ' ')} is {value}" for name, value in values.items() if not math.isfinite(value)]
         if bad:
-            kept = (f"{self.out} keeps step {self.saved_step}, the last finite checkpoint"
-                    if self.saved_step is not None else "no checkpoint was written")
-            clip = "" if self.config.grad_clip else " (or clip the gradients: --grad_clip 1)"
             raise NonFinite(f"step {step}: the {' and the '.join(bad)} (learning rate {self.optimizer.lr:.4g}): "
-                            f"stopped before the update; {kept}. Lower --lr{clip} and continue with --resume")
+                            f"stopped before the update; {self.kept()}")
+
+    def kept(self):
+        """What is on disk to go back to, and how: the end of a NonFinite message."""
+        kept = (f"{self.out} keeps step {self.saved_step}, the last finite checkpoint (its weights and optimizer "
+                "state checked finite)" if self.saved_step is not None else "no checkpoint was written")
+        clip = "" if self.config.grad_clip else " (or clip the gradients: --grad_clip 1)"
+        return f"{kept}. Lower --lr{clip} and continue with --resume"
+
+    def non_finite(self):
+        """The name of the first array of the model or the optimizer's state that holds a nan
+        or an inf ("h.0.attn.qkv.weight", "optimizer/m.3"), or None."""
+        arrays = {**self.model.state_dict(), **{f"optimizer/{name}": array
+                                                for name, array in self.optimizer.state_dict().items()}}
+        return next((name for name, array in arrays.items()
+                     if array.dtype.kind == "f" and not np.isfinite(array).all()), None)
 
     def evaluated(self, step):   # (by a resumed run's checkpoint, too)
         return bool(self.history) and self.history[-1][0] == step
@@ -192,7 +195,13 @@ class Run:
 
     def save(self, **extra):
         """The checkpoint of the state after `step` steps and the loss log; its random streams
-        are those the step found (streams), even where the step has begun to draw from them."""
+        are those the step found (streams), even where the step has begun to draw from them.
+        A state with a nan or an inf (a weight no batch has touched yet can be one while the
+        loss is finite) is not written: NonFinite, and the file on disk stays as it was."""
+        bad = self.non_finite()
+        if bad:
+            raise NonFinite(f"step {self.step}: {bad} holds a nan or an inf (learning rate {self.optimizer.lr:.4g}): "
+                            f"not written; {self.kept()}")
         nn.save(self.out, self.model, self.optimizer, model_config=self.model.config, config=asdict(self.config),
                 tokenizer=self.corpus.tokenizer.chars, step=self.step, history=self.history,
                 val_loss=self.history[-1][2] if self.history else None, best_val_loss=self.best_val_loss,
@@ -204,6 +213,37 @@ class Run:
         """The loss curve and the gradient health, drawn beside the checkpoint."""
         plot_losses(self.history, self.out)
         plot_health(self.health, outputs(self.out).health_png)
+
+    def stop(self, interrupt, lost=None):
+        """The end of a run cut short by Ctrl-C or SIGTERM (interrupt), or by a worker process
+        that died or stopped answering (lost, a WorkerDied): the checkpoint and the plots of the
+        last completed step (a step cut short was undone in every process; on --resume it runs
+        again), then exit with 128 + the signal's number, or, a lost worker alone, JobError."""
+        self.save()
+        self.plot()
+        worker = f"worker process {lost.pid} {lost.reason} during step {self.step}" if lost else None
+        if lost and not interrupt.requested:
+            raise JobError(f"{worker}; saved the state of step {self.step}, the last completed, to {self.out}; "
+                           "continue with --resume")
+        how = "interrupted" if interrupt.signal.name == "SIGINT" else f"stopped by {interrupt.signal.name}"
+        print(f"{how} at step {self.step}: checkpoint written to {self.out}; continue with --resume"
+              + (f" ({worker})" if worker else ""))
+        sys.exit(128 + interrupt.signal)
+
+
+def require_memory(config, vocab_size):
+    """Refuse (JobError, a usage error) a run whose training step needs more memory than
+    the machine has available (train.memory.step_bytes against available_bytes), before the
+    model or a batch takes any. Where the memory available is unknown, nothing is refused."""
+    model_config = {**{name: getattr(config, name) for name in MODEL_FIELDS}, "vocab_size": vocab_size}
+    need, available = memory.step_bytes(model_config, config.batch_size, config.processes), memory.available_bytes()
+    if available is not None and sum(need.values()) > available:
+        gib = lambda n: f"{n / 2**30:,.1f} GiB"
+        raise JobError(f"one training step needs about {gib(sum(need.values()))} ({gib(need['parameters'])} for the "
+                       f"weights, AdamW's state and the gradients, {gib(need['activations'])} for the activations of "
+                       f"--batch_size {config.batch_size} x --block_size {config.block_size}), but this machine has "
+                       f"{gib(available)} of memory available: lower --batch_size or --block_size (or the model's "
+                       "size: --n_layer, --n_embd)", status=2)
 
 
 def write_csv(history, out):
