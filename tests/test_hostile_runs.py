@@ -36,7 +36,7 @@ import nn
 import train
 from test_faults import children, files, job, leftovers, start, wait_for
 from test_parallel import alive, batch, gpt
-from test_train_chargpt import TINY, corpus, run  # noqa: F401 (corpus: a fixture)
+from test_train_chargpt import TINY, corpus, environment, run  # noqa: F401 (corpus: a fixture)
 
 LINUX = sys.platform.startswith("linux")
 needs_proc = pytest.mark.skipif(not LINUX, reason="reads /proc to find the worker processes")
@@ -311,8 +311,38 @@ def test_the_memory_estimate_is_within_a_factor_of_a_measured_step(shape):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    estimate = sum(train.memory.step_bytes(model.config, B).values())
-    assert 1 / 1.5 < estimate / peak < 1.5, (estimate, peak)
+    need = train.memory.step_bytes(model.config, B)
+    assert 1 / 1.5 < (need["parameters"] + need["activations"]) / peak < 1.5, (need, peak)
+
+
+SAVE = """
+import sys
+import numpy as np
+import nn, train
+nn.manual_seed(0)
+model = nn.GPT(65, 64, 4, 4, 256)
+optimizer = nn.optim.AdamW(model.parameters())
+for p in model.parameters():
+    p.grad = np.zeros_like(p.data)
+def resident(field):
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith(field))
+with open("/proc/self/clear_refs", "w") as clear:
+    clear.write("5")   # the peak (VmHWM) starts again from what is resident now
+before = resident("VmRSS")
+weights = [p.data.copy() for p in model.parameters()]   # as the gradient health's snapshot
+nn.save(sys.argv[1], model, optimizer, step=0)
+print(train.memory.step_bytes(model.config, 1)["checkpoint"] / (resident("VmHWM") - before))
+"""
+
+
+@pytest.mark.skipif(not LINUX, reason="Linux's peak resident memory, reset through /proc/self/clear_refs")
+def test_the_checkpoint_estimate_is_within_a_factor_of_what_a_save_takes(tmp_path):
+    """Peak resident memory, in a fresh process: safetensors' buffers are not numpy's, so
+    tracemalloc does not see them."""
+    done = subprocess.run([sys.executable, "-c", SAVE, str(tmp_path / "x.safetensors")], capture_output=True,
+                          text=True, check=True, env=environment())
+    assert 1 / 1.5 < float(done.stdout) < 1.5, done.stdout
 
 
 @pytest.mark.parametrize("config", [dict(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128),

@@ -98,10 +98,11 @@ def gpt_parameters(vocab_size, block_size, n_layer, n_head, n_embd, pos="learned
 
 
 def step_bytes(model_config, batch_size, processes=1):
-    """The memory one training step of nn.GPT(**model_config) takes at its peak, in bytes
-    (float32), as {"parameters": ..., "activations": ...}, counted from the shapes alone (no
-    array is made): an estimate, within a factor of the peak numpy allocates (as
-    tests/test_hostile_runs.py measures it).
+    """The memory a training step of nn.GPT(**model_config) takes at its peak, in bytes
+    (float32), counted from the shapes alone (no array is made): {"parameters": ...,
+    "activations": ..., "checkpoint": ...}, and the peak is the parameters' plus the larger of
+    the other two (a checkpoint is written after backward has let go of the activations). An
+    estimate, within a factor of what a step takes (tests/test_hostile_runs.py measures it).
 
     Parameter-sized arrays: the weights, AdamW's two moments and the gradients (4 in all);
     split across processes, each process's gradients and its buffer for them, their sums,
@@ -115,9 +116,22 @@ def step_bytes(model_config, batch_size, processes=1):
       outside     the token and position embeddings (2C), ln_f (2C), the logits and
                   cross-entropy's shifted logits (2V)
     and backward holds up to half as much again at its peak (the gradients in flight and the
-    fused ops' temporaries): 1.5 times that, for each of the batch_size * block_size tokens."""
+    fused ops' temporaries): 1.5 times that, for each of the batch_size * block_size tokens.
+
+    Checkpoint: at an evaluation's step nn.save builds the file in memory, the weights and
+    both moments three times over on their way (safetensors' numpy bytes of each array, its
+    serializer's buffer, the bytes object it returns), beside the copy of the weights the
+    gradient health takes: 3 * 3 + 1 parameter-sized arrays."""
     c = model_config
     kept = c["n_layer"] * (25 * c["n_embd"] + c["n_head"] * c["block_size"]) + 4 * c["n_embd"] + 2 * c["vocab_size"]
+    parameters = gpt_parameters(**c)
     copies = 4 if processes == 1 else 2 * processes + 7
-    return {"parameters": 4 * copies * gpt_parameters(**c),
-            "activations": 4 * 3 * kept * batch_size * c["block_size"] // 2}
+    return {"parameters": 4 * copies * parameters,
+            "activations": 4 * 3 * kept * batch_size * c["block_size"] // 2,
+            "checkpoint": 4 * 10 * parameters}
+
+
+def peak_bytes(need):
+    """The peak of step_bytes' parts: the parameters' arrays, then the activations or the
+    checkpoint, whichever is larger (they are never held at once)."""
+    return need["parameters"] + max(need["activations"], need["checkpoint"])

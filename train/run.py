@@ -237,13 +237,15 @@ def require_memory(config, vocab_size):
     model or a batch takes any. Where the memory available is unknown, nothing is refused."""
     model_config = {**{name: getattr(config, name) for name in MODEL_FIELDS}, "vocab_size": vocab_size}
     need, available = memory.step_bytes(model_config, config.batch_size, config.processes), memory.available_bytes()
-    if available is not None and sum(need.values()) > available:
+    if available is not None and memory.peak_bytes(need) > available:
         gib = lambda n: f"{n / 2**30:,.1f} GiB"
-        raise JobError(f"one training step needs about {gib(sum(need.values()))} ({gib(need['parameters'])} for the "
-                       f"weights, AdamW's state and the gradients, {gib(need['activations'])} for the activations of "
-                       f"--batch_size {config.batch_size} x --block_size {config.block_size}), but this machine has "
-                       f"{gib(available)} of memory available: lower --batch_size or --block_size (or the model's "
-                       "size: --n_layer, --n_embd)", status=2)
+        rest = (f"{gib(need['activations'])} for the activations of --batch_size {config.batch_size} x --block_size "
+                f"{config.block_size}" if need["activations"] >= need["checkpoint"] else
+                f"{gib(need['checkpoint'])} to write a checkpoint, built in memory first")
+        raise JobError(f"one training step needs about {gib(memory.peak_bytes(need))} ({gib(need['parameters'])} for "
+                       f"the weights, AdamW's state and the gradients, {rest}), but this machine has {gib(available)} "
+                       "of memory available: lower --batch_size or --block_size (or the model's size: --n_layer, "
+                       "--n_embd)", status=2)
 
 
 def write_csv(history, out):
