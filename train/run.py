@@ -177,8 +177,8 @@ class Run:
     def non_finite(self):
         """The name of the first array of the model or the optimizer's state that holds a nan
         or an inf ("h.0.attn.qkv.weight", "optimizer/m.3"), or None."""
-        arrays = {**self.model.state_dict(), **{f"optimizer/{name}": array
-                                                for name, array in self.optimizer.state_dict().items()}}
+        arrays = {**{name: p.data for name, p in self.model.named_parameters()},   # the arrays themselves, no copy
+                  **{f"optimizer/{name}": array for name, array in self.optimizer.state_arrays().items()}}
         return next((name for name, array in arrays.items()
                      if array.dtype.kind == "f" and not np.isfinite(array).all()), None)
 
