@@ -15,6 +15,26 @@ tanh is done for you below. Write the vjps of add and mul: each gets g, a, b (nu
     python exercises/check.py 1       grades them
     python exercises/01_neuron.py     runs the neuron with your ops: prints the chain rule
                                       and the gradients micrograd's README shows
+
+한국어
+------
+연습 01: 뉴런 하나(micrograd의 뉴런)에서, 숫자로 해 보는 연쇄 법칙.
+
+    n = x1·w1 + x2·w2 + b          모든 값이 숫자: 0차원 텐서, shape ()
+    o = tanh(n)
+
+역전파는 do/do = 1에서 출발해 연산을 하나씩 거슬러 올라갑니다. 각 연산은 자기 국소 미분만
+압니다. 연산은 출력의 기울기 g = dL/d(out)을 받아, 입력마다 제 몫인 g 곱하기 국소 미분을
+돌려보냅니다(연쇄 법칙):
+
+    dL/d(input) = g · d(out)/d(input)
+
+tanh는 아래에 미리 해 두었습니다. add와 mul의 vjp를 작성하세요: 각각 g, a, b(숫자, 0차원
+배열)를 받아 (dL/da, dL/db) 쌍을 돌려줍니다. 그다음:
+
+    python exercises/check.py 1       채점합니다 (--lang ko를 붙이면 한국어로)
+    python exercises/01_neuron.py     내 연산으로 뉴런을 돌려, 연쇄 법칙의 과정과
+                                      micrograd의 README에 나오는 기울기를 출력합니다
 """
 import numpy as np
 

@@ -12,6 +12,24 @@ np.broadcast_to(..., x.shape) copies g along it; with keepdims the axis is still
 Write the vjps: each gets g (out's shape), x, axis (the summed axes as a tuple of
 non-negative ints: axis=None arrives as every axis) and keepdims, and returns dL/dx.
 `python exercises/check.py 3` grades them.
+
+한국어
+------
+연습 03: 축을 따라 하는 sum과 mean.
+
+    out = x.sum(axis)       x: (4, 3);  axis=0 -> out (3,),  axis=None -> out (),
+                            keepdims=True는 더한 축을 크기 1로 남깁니다: (1, 3)
+    out = x.mean(axis)      합을 n, 곧 각 합에 들어간 원소의 수로 나눈 것
+
+x[i, j]는 정확히 하나의 출력 원소에 한 번 들어갑니다. 그러므로 그 기울기는 그 출력의 g입니다
+(sum이면 1을 곱하고, mean이면 무엇을 곱할까요?). g를 더한 축들을 따라 다시 펼치면 dL/dx는
+x의 shape가 됩니다. np.expand_dims(g, axis)는 더한 축을 크기 1로 되살리고,
+np.broadcast_to(..., x.shape)는 그 축을 따라 g를 복사합니다. keepdims가 True이면 그 축은
+이미 남아 있습니다.
+
+두 vjp를 작성하세요: 각각 g(out의 shape), x, axis(더한 축들을 음이 아닌 정수의 tuple로:
+axis=None은 모든 축으로 들어옵니다), keepdims를 받아 dL/dx를 돌려줍니다.
+`python exercises/check.py 3`이 채점합니다.
 """
 import numpy as np
 
@@ -50,7 +68,7 @@ def _axes(axis, ndim):
 
 
 CHECKS = [
-    lab.Case(sum_over, x=(4, 3), axis=0),
+    lab.Case(sum_over, x=(4, 3), axis=1),   # the last axis: g (4,) does not broadcast back to (4, 3) by luck
     lab.Case(sum_over, x=(4, 3)),
     lab.Case(sum_over, x=(2, 3, 4), axis=[0, 2], keepdims=True),   # a list: a tuple would be a shape
     lab.Case(mean_over, x=(4, 3), axis=1),

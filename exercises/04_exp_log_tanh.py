@@ -12,6 +12,23 @@ you write it with the forward's output (which the op keeps) rather than recomput
 
 Write the three vjps: each gets g, x and out, and returns dL/dx.
 `python exercises/check.py 4` grades them.
+
+한국어
+------
+연습 04: 텐서에 원소별로 적용하는 함수: exp, log, tanh.
+
+    out = f(x), 원소 하나하나에          x와 out: shape가 같고, shape는 무엇이든 됩니다
+
+out[i]는 x[i]에만 달려 있으므로 야코비안 d out/dx는 대각 행렬이고, vjp에는 행렬이 필요
+없습니다: dL/dx = g · f'(x), 원소별로, x의 shape로. 각 함수의 f'은 무엇이고, 다시 계산하는
+대신 순전파의 출력(연산이 가지고 있습니다)으로 쓸 수 있을까요?
+
+    exp:   f(x) = e^x
+    log:   f(x) = ln x       (x > 0)
+    tanh:  f(x) = (e^x - e^-x) / (e^x + e^-x)
+
+세 vjp를 작성하세요: 각각 g, x, out을 받아 dL/dx를 돌려줍니다.
+`python exercises/check.py 4`가 채점합니다.
 """
 import numpy as np
 
@@ -52,5 +69,5 @@ def tanh_vjp(g, x, out):
 CHECKS = [
     lab.Case(exp, x=(3, 4)),
     lab.Case(log, x=lab.positive(3, 4)),
-    lab.Case(tanh, x=(2, 3, 2)),
+    lab.Case(tanh, x=(2, 3, 4)),
 ]

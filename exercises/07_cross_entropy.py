@@ -13,6 +13,23 @@ a p that has rounded to 0.
 
 Write cross_entropy_vjp: it gets g (a number: the loss is 0-d), the logits, the targets
 and p, and returns dL/dlogits, (N, C). `python exercises/check.py 7` grades it.
+
+한국어
+------
+연습 07: logits에서 바로 계산하는 교차 엔트로피.
+
+    logits: (N, C), 예제마다 점수 한 행;  targets: (N,), 각 예제의 정답 클래스
+    p = softmax(logits), 각 행을 따라
+    loss = N개 행에 대한 -log p[i, targets[i]]의 평균                       loss: ()
+         = i에 대한 (log Σ_j e^(logits[i, j]) - logits[i, targets[i]])의 평균
+
+두 번째 줄이 순전파가 계산하는 방식이고(softmax처럼 log-sum-exp에서 행의 최댓값을 빼 둡니다),
+미분하기도 더 쉽습니다: 한 행의 항을 logits[i, j]로 미분한 다음, 평균을 잊지 마세요. softmax,
+log, 고르기를 따로 두지 않고 하나로 합친 연산이 모든 프레임워크가 쓰는 방식입니다: 기울기가
+짧게 나오고, 0으로 반올림된 p로 나누는 일도 없습니다.
+
+cross_entropy_vjp를 작성하세요: g(손실이 0차원이므로 숫자), logits, targets, p를 받아
+dL/dlogits (N, C)를 돌려줍니다. `python exercises/check.py 7`이 채점합니다.
 """
 import numpy as np
 

@@ -18,6 +18,29 @@ Collect the three terms: dL/dx comes out as 1/σ times ĝ less two means over th
 
 Write layer_norm_vjp: it gets g (N, C), x̂, σ (N, 1) and w, and returns
 (dL/dx, dL/dw, dL/db). `python exercises/check.py 8` grades it.
+
+한국어
+------
+연습 08: 레이어 정규화(layer norm).
+
+    x: (N, C); w, b: (C,)                    x의 각 행을 따로 정규화합니다
+    μ = 행의 평균,  σ = sqrt(행의 분산 + ε)  (분산: 행마다 (x - μ)²의 평균)
+    x̂ = (x - μ) / σ                          (N, C): 각 행의 평균은 0, 분산은 ~1
+    y = x̂ · w + b                            (N, C): w와 b는 행들을 따라 브로드캐스트
+
+dL/db와 dL/dw: b와 w는 N개의 행을 따라 늘어나므로(연습 02), 그 기울기는 행들에 대한 합이고
+shape는 (C,)입니다.
+
+이 연습의 핵심은 dL/dx입니다. x_i는 세 경로로 y에 닿습니다: x_i - μ를 통해 직접, μ를 통해
+(행의 모든 x가 μ를 움직입니다), 그리고 σ를 통해(마찬가지입니다). x̂에 닿는 기울기
+ĝ = g · w에서 출발해 다음을 쓰세요:
+
+    dμ/dx_i = 1/C          dσ/dx_i = (x_i - μ) / (C·σ) = x̂_i / C
+
+세 항을 모으면 dL/dx는 1/σ에 (ĝ에서 행에 대한 평균 두 개를 뺀 것)을 곱한 꼴로 나옵니다.
+
+layer_norm_vjp를 작성하세요: g (N, C), x̂, σ (N, 1), w를 받아 (dL/dx, dL/dw, dL/db)를
+돌려줍니다. `python exercises/check.py 8`이 채점합니다.
 """
 import numpy as np
 

@@ -22,12 +22,40 @@ printing the loss as it falls, and writes some text in the style it has learnt.
 
 The text is the docstrings of Python's own standard library (what nn.data falls back on
 offline): every Python has it, and nothing is downloaded.
+
+한국어
+------
+연습 10: 내 연산으로 학습하는 작은 문자 모델.
+
+nanoGPT 모양의 트랜스포머 블록 하나를, 연습 01, 02, 04, 05, 07, 08, 09의 내 연산과 여기서
+작성할 연산 하나, 임베딩만으로 만듭니다:
+
+    ids: (T,) 정수, 텍스트의 문자들;  table: (V, C), 문자마다 한 행
+    embedding:  out = table[ids]                                    (T, C): t번째 행은 table[ids[t]]
+    x      = embedding(tokens, ids) + embedding(positions, 0..T-1)  (T, C)
+    x      = x + attention(q, k, v) @ Wo,   q, k, v = layer_norm(x) @ Wq, Wk, Wv
+    x      = x + tanh(layer_norm(x) @ W1 + b1) @ W2
+    logits = layer_norm(x) @ head                                   (T, V): 다음에 올 문자마다의 점수
+    loss   = cross_entropy(logits, 다음 문자들)
+
+임베딩은 행을 골라 오므로, 그 기울기는 g의 각 행을 골라 온 자리로 되돌려 놓습니다. 표의 다른
+행은 모두 0을 받습니다. 텍스트에서는 문자가 되풀이됩니다: ids에 같은 id가 두 번 있으면 그 행은
+두 번 쓰인 것이고, (다시 연습 02처럼) 두 쓰임의 기울기가 더해집니다.
+
+embedding_vjp를 작성하세요: g (T, C), table, ids를 받아 dL/dtable (V, C)를 돌려줍니다.
+`python exercises/check.py 10`이 채점한 다음 모델을 150단계 학습시킵니다(그러니 모델이 쓰는
+연습들도 통과해야 합니다). `python exercises/10_char_model.py`는 1000단계 학습시키면서 손실이
+떨어지는 것을 출력하고, 배운 문체로 글을 조금 써 냅니다.
+
+텍스트는 파이썬 표준 라이브러리의 docstring입니다(오프라인일 때 nn.data가 쓰는 것과
+같습니다): 어느 파이썬에나 있고, 아무것도 내려받지 않습니다.
 """
 import numpy as np
 
 import lab
 import nn
 import tensorgrad as tg
+from messages import say   # check.py's words, in English and Korean
 from nn.data import CharTokenizer, fallback_corpus
 
 add = lab.load(2).add
@@ -74,9 +102,10 @@ def logits_of(p, ids):
     return matmul(layer_norm(x, p["ln3_w"], p["ln3_b"]), p["head"])
 
 
-def train(steps, lr=3e-3, seed=0, report_every=None):
+def train(steps, lr=3e-3, seed=0, report_every=None, on_step=None):
     """Train a new model for `steps` steps of BATCH sequences; returns (losses, parameters,
-    tokenizer). Each sequence's backward adds into the same .grad (leaves accumulate)."""
+    tokenizer). Each sequence's backward adds into the same .grad (leaves accumulate).
+    on_step(step), when given, is called as each step starts."""
     text = fallback_corpus()
     tokenizer = CharTokenizer(text)
     data = tokenizer.encode(text)
@@ -85,6 +114,8 @@ def train(steps, lr=3e-3, seed=0, report_every=None):
     rng = np.random.default_rng(seed)
     losses = []
     for step in range(steps):
+        if on_step:
+            on_step(step)
         optimizer.zero_grad()
         total = 0.0
         for start in rng.integers(0, len(data) - BLOCK - 1, BATCH):
@@ -113,13 +144,13 @@ def generate(parameters, tokenizer, prompt, length, seed=0):
 def loss_falls(steps=150):
     """check.py's test of the whole: in `steps` steps the loss falls by 1 at least from its
     first value (about ln V: a model that knows nothing gives each character 1/V)."""
-    losses, _, _ = train(steps)
+    losses, _, _ = train(steps, on_step=lambda step: lab.tell(say("training_step", step=step + 1, steps=steps)))
     first, last = losses[0], np.mean(losses[-10:])
-    assert last < first - 1.0, (f"in {steps} steps the loss went from {first:.3f} only to {last:.3f} (the mean of "
-                                "the last 10 steps); with right gradients it falls by more than 1")
+    assert last < first - 1.0, say("loss_did_not_fall", steps=steps, first=first, last=last)
 
 
-CHECKS = [lab.Case(embedding, table=(5, 3), ids=np.array([1, 3, 1, 0, 1])), loss_falls]
+# V = 7 rows, T = 5 ids, C = 3: no two alike, so g (T, C) returned as it is has the wrong shape
+CHECKS = [lab.Case(embedding, table=(7, 3), ids=np.array([1, 3, 1, 0, 1])), loss_falls]
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ functions of exercises/solutions/NN_name.py in place of the file's own, so an ex
 builds on earlier ones (10 trains a model with the ops of 02 to 09) gets their solutions too.
 """
 import importlib.util
+import re
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,12 @@ class Case:
         self.op, self.inputs = op, inputs
 
 
+def tell(what):
+    """Say what a long check is doing now (exercise 10's training: each step). check.py's
+    worker puts in a function that sends it to the checker, whose time limit is then for
+    each step rather than the whole; elsewhere nothing is told."""
+
+
 def positive(*shape, seed=0):
     """Numbers in [0.5, 2): inputs for an op like log that needs x > 0."""
     return np.random.default_rng(seed).uniform(0.5, 2.0, shape)
@@ -36,6 +43,11 @@ def positive(*shape, seed=0):
 def numbers():
     """The exercises' numbers, in order."""
     return sorted(int(path.name[:2]) for path in HERE.glob("[0-9][0-9]_*.py"))
+
+
+def is_exercise(file):
+    """True for a file named as an exercise is: NN_name.py."""
+    return re.fullmatch(r"\d\d_\w+\.py", Path(file).name) is not None
 
 
 def path(number, folder=HERE):

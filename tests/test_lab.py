@@ -1,10 +1,16 @@
 """The lab (exercises/): every solution passes, every untouched exercise says "not started",
-a learner's edited file is graded as such, and each classic mistake gets its hint. The
-mistaken vjps live here, not in the shipped files."""
+a learner's edited file is graded as such, each mistake students make gets its hint (in
+English and in Korean), and an exercise that exits or never returns is graded too. The
+mistaken vjps live here, not in the shipped files: most are a solution with one line edited."""
+import inspect
+import os
 import re
 import shutil
+import signal
+import string
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,13 +21,20 @@ EXERCISES = REPO / "exercises"
 sys.path.insert(0, str(EXERCISES))
 import check  # noqa: E402  (exercises/check.py)
 import lab  # noqa: E402
+import messages  # noqa: E402
 
 NAMES = sorted(path.stem for path in EXERCISES.glob("[0-9][0-9]_*.py"))
+ENGLISH = {**os.environ, "LANG": "C.UTF-8", "LC_ALL": "", "LC_MESSAGES": ""}
+HANGUL = re.compile("[가-힣]")
 
 
-def run_check(*args, folder=EXERCISES):
-    return subprocess.run([sys.executable, str(folder / "check.py"), *map(str, args)], capture_output=True,
-                          text=True, timeout=300, cwd=REPO)
+def run_check(*args, folder=EXERCISES, env=ENGLISH):
+    """check.py run as a learner runs it. A test not about the time limit gives each check a
+    minute: several people's tests share this machine's two cores."""
+    args = [str(a) for a in args]
+    limit = [] if "--timeout" in args else ["--timeout", "60"]
+    return subprocess.run([sys.executable, str(folder / "check.py"), *args, *limit], capture_output=True,
+                          text=True, timeout=300, cwd=REPO, env=env)
 
 
 @pytest.fixture
@@ -29,6 +42,11 @@ def solved(monkeypatch):
     """lab.load with the solutions put in: a learner who has done everything."""
     monkeypatch.setattr(lab, "use_solutions", True)
     return lab.load
+
+
+@pytest.fixture
+def korean(monkeypatch):
+    monkeypatch.setattr(messages, "language", "ko")
 
 
 def test_there_are_ten_exercises_each_with_a_solution():
@@ -69,7 +87,8 @@ def write_vjp(folder, name, function, body):
 def test_a_learners_finished_exercise_passes_and_an_unfinished_one_keeps_the_status_1(learner):
     write_vjp(learner, "05_matmul", "matmul_vjp", "return g @ b.T, a.T @ g")
     result = run_check(5, folder=learner)
-    assert result.stdout.startswith("05_matmul: needs work") and "transpose: not started" in result.stdout
+    assert result.stdout.startswith("05_matmul: needs work")
+    assert "transpose: not started (exercise 05: write transpose_vjp)" in result.stdout
     write_vjp(learner, "05_matmul", "transpose_vjp", "return g.T")
     assert run_check(5, folder=learner).stdout == "05_matmul: passes\n"
     assert run_check(5, folder=learner).returncode == 0
@@ -106,81 +125,199 @@ def grade(exercise, **vjps):
     return verdict, "\n".join(lines)
 
 
-def test_the_transposed_matmul_gradient_gets_its_hint_in_shape_and_in_value(solved):
-    verdict, report = grade(solved(5), matmul_vjp=lambda g, a, b: (g @ b.T, g.T @ a))
+def edited(number, function, old, new, count=1):
+    """`function` of exercise `number`'s solution with `old` (found `count` times) replaced by
+    `new`: the near miss a student writes."""
+    solution = lab._run(lab.path(number, lab.SOLUTIONS))
+    source = inspect.getsource(getattr(solution, function))
+    assert source.count(old) == count, f"{old!r} is not {count} times in {function}"
+    namespace = dict(vars(solution))
+    exec(source.replace(old, new), namespace)
+    return namespace[function]
+
+
+SOFTMAX_ROW_SUM = "(g * s).sum(axis=-1, keepdims=True)"
+ATTENTION_ROW_SUM = "(grad_weights * weights).sum(axis=-1, keepdims=True)"
+
+# One row per hint rule of check.py (HINTS and FALLBACKS), some with two: the rule, the
+# exercise, the wrong vjps, and words its report must hold.
+HINT_CASES = [
+    ("wrote_into_g", 4, {"exp_vjp": edited(4, "exp_vjp", "return g * out", "g *= out\n    return g")},
+     ["exp: your vjp raised ValueError: output array is read-only", "a vjp must not write into g: it may be shared"]),
+    ("wrote_into_g", 6, {"softmax_vjp": edited(6, "softmax_vjp", f"return s * (g - {SOFTMAX_ROW_SUM})",
+                                               f"g -= {SOFTMAX_ROW_SUM}\n    return s * g")},
+     ["softmax: your vjp raised ValueError", "a vjp must not write into g: it may be shared"]),
+    ("lost_keepdims", 6, {"softmax_vjp": edited(6, "softmax_vjp", SOFTMAX_ROW_SUM, "(g * s).sum(axis=-1)")},
+     ["softmax: your vjp raised ValueError: operands could not be broadcast",
+      "(4,) is (4, 5) without its axis 1", "keep it, with keepdims=True"]),
+    ("lost_keepdims", 8, {"layer_norm_vjp": edited(8, "layer_norm_vjp", "g_hat.mean(axis=-1, keepdims=True)",
+                                                   "g_hat.mean(axis=-1)")},
+     ["(4,) is (4, 5) without its axis 1", "keepdims=True"]),
+    ("sum_keepdims", 3, {"sum_vjp": lambda g, x, axis, keepdims: np.broadcast_to(g, x.shape)},
+     ["sum: your vjp raised ValueError", "keepdims=False here: g (4,) is x (4, 3) with axis 1 summed away",
+      "np.expand_dims(g, axis) (axis arrives as the tuple (1,))"]),
+    ("sum_keepdims", 3, {"sum_vjp": lambda g, x, axis, keepdims: np.broadcast_to(np.expand_dims(g, axis), x.shape)},
+     ["keepdims=True here: g (1, 3, 1) still has x's 3 axes, with size 1 where summed (axis 0, 2)",
+      "without np.expand_dims"]),
+    ("forgot_g", 4, {"exp_vjp": edited(4, "exp_vjp", "return g * out", "return out")},
+     ["exp, input x:", "the upstream gradient g = dL/d(out) is missing"]),
+    ("forgot_g", 1, {"mul_vjp": edited(1, "mul_vjp", "return g * b, g * a", "return b, a")},
+     ["mul, input a:", "local derivative d(out)/da alone", "upstream gradient g = dL/d(out) is missing"]),
+    ("zero", 6, {"softmax_vjp": lambda g, s: g * (s - s * s.sum(axis=-1, keepdims=True))},   # s_i (1 - Σ_j s_j)
+     ["softmax, input x: 20 of 20 elements are wrong", "your gradient is zero everywhere but for rounding",
+      "g goes inside the sum"]),
+    ("zero", 3, {"mean_vjp": lambda g, x, axis, keepdims: np.zeros_like(x)},
+     ["mean, input x:", "your gradient is zero everywhere, and the right one is not"]),
+    ("swapped", 1, {"mul_vjp": edited(1, "mul_vjp", "return g * b, g * a", "return g * a, g * b")},
+     ["mul, input a:", "yours is the gradient of b: are two of them swapped?",
+      "neuron (the whole): waits until the checks above pass"]),
+    ("transposed", 5, {"matmul_vjp": edited(5, "matmul_vjp", "a.T @ g", "g.T @ a")},
+     ["matmul, input b: expected shape (3, 2) (b's shape), got (2, 3)", "did you transpose?",
+      "(the transposed matmul gradient)"]),
+    ("not_summed_back", 2, {"broadcast_vjp": lambda g, x: g},
+     ["x (3,) was broadcast to (4, 3) in the forward", "the chain rule sums their gradients, over axes (0,)"]),
+    ("not_summed_back", 8, {"layer_norm_vjp": edited(8, "layer_norm_vjp", "(g * x_hat).sum(axis=0)", "g * x_hat")},
+     ["expected shape (5,)", "w (5,) was broadcast to (4, 5) in the forward",
+      "the chain rule sums their gradients, over axes (0,)"]),
+    ("summed_wrong", 8, {"layer_norm_vjp": edited(8, "layer_norm_vjp", "(g * x_hat).sum(axis=0)",
+                                                  "(g * x_hat).sum(axis=1)")},
+     ["layer_norm, input w: expected shape (5,) (w's shape), got (4,)", "you summed g over axis 1",
+      "w (5,) was stretched along axis 0 of (4, 5)"]),
+    ("summed_wrong", 2, {"broadcast_vjp": edited(2, "broadcast_vjp", "g.sum(axis=stretched, keepdims=True)",
+                                                 "g.sum(axis=stretched)")},
+     ["broadcast_to, input x: expected shape (4, 1) (x's shape), got (4,)", "you summed over the right axes (1)",
+      "keepdims=True"]),
+    ("g_shape", 7, {"cross_entropy_vjp": lambda g, logits, targets, p: g},
+     ["cross_entropy, input logits: expected shape (4, 5)", "that is g's shape: spread g back over axis 0, 1"]),
+    ("mixed_up", 4, {"exp_vjp": edited(4, "exp_vjp", "return g * out", "return g * x")},
+     ["exp, input x:", "you used x where the formula needs out: d(e^x)/dx = e^x = out"]),
+    ("mixed_up", 4, {"tanh_vjp": edited(4, "tanh_vjp", "1 - out ** 2", "1 - x ** 2")},
+     ["tanh, input x:", "you used x where the formula needs out: d(tanh x)/dx = 1 - tanh²(x) = 1 - out²"]),
+    ("mixed_up", 4, {"log_vjp": edited(4, "log_vjp", "return g / x", "return g / out")},
+     ["log, input x:", "you used out where the formula needs x: d(ln x)/dx = 1/x", "out = log(x) is the output"]),
+    ("mixed_up", 7, {"cross_entropy_vjp": edited(7, "cross_entropy_vjp", "grad = p.copy()", "grad = logits.copy()")},
+     ["yours is built from the logits", "use p where you used the logits"]),
+    ("wrong_axis", 6, {"softmax_vjp": edited(6, "softmax_vjp", "axis=-1", "axis=0")},
+     ["softmax, input x:", "the sum in your vjp runs along axis 0", "axis=-1, keepdims=True"]),
+    ("wrong_axis", 8, {"layer_norm_vjp": edited(8, "layer_norm_vjp", ".mean(axis=-1", ".mean(axis=0", count=2)},
+     ["layer_norm, input x:", "the means in your dL/dx run along axis 0"]),
+    ("mean_divisor", 3, {"mean_vjp": edited(3, "mean_vjp", "/ n", "/ x.shape[0]")},
+     ["mean, input x:", "you divided by 4, x's size along axis 0; this mean averages along axis 1: n = 3"]),
+    ("mean_divisor", 3, {"mean_vjp": edited(3, "mean_vjp", " / n", "")},
+     ["mean, input x:", "yours is 3 times the right one", "mean divides each sum by n = 3", "the missing 1/n"]),
+    ("matmul_shapes", 5, {"matmul_vjp": edited(5, "matmul_vjp", "g @ b.T", "g @ b")},
+     ["matmul: your vjp raised ValueError", "it was given g (4, 2), a (4, 3), b (3, 2)",
+      "(the transposed matmul gradient)"]),
+    ("softmax_diagonal", 6, {"softmax_vjp": lambda g, s: s * g},
+     ["you have s·g", "softmax's missing subtraction"]),
+    ("cross_entropy_one_hot", 7, {"cross_entropy_vjp": lambda g, logits, targets, p: g * p / len(targets)},
+     ["the missing subtraction: at each row's target"]),
+    ("cross_entropy_mean", 7, {"cross_entropy_vjp": edited(7, "cross_entropy_vjp", " / len(targets)", "")},
+     ["the loss is the mean over the 4 rows: the missing 1/N"]),
+    ("layer_norm_constants", 8, {"layer_norm_vjp": lambda g, x_hat, sigma, w:
+                                 (g * w / sigma, (g * x_hat).sum(axis=0), g.sum(axis=0))},
+     ["you treated μ and σ as constants"]),
+    ("embedding_repeats", 10, {"embedding_vjp": edited(10, "embedding_vjp", "np.add.at(grad, ids, g)",
+                                                       "grad[ids] += g")},
+     ["ids repeat (id 1 3 times)", "np.add.at", "loss_falls: waits until the checks above pass"]),
+    ("embedding_rows", 10, {"embedding_vjp": lambda g, table, ids: g},
+     ["embedding, input table: expected shape (7, 3) (table's shape), got (5, 3)", "one row per id (5 of them)",
+      "one row per row of the table (7)"]),
+    ("attention_shapes", 9, {"attention_vjp": edited(9, "attention_vjp", "g @ v.T", "g @ v")},
+     ["attention: your vjp raised ValueError", "line up the shapes (T = 4, d = 3)"]),
+    ("attention_step", 9, {"attention_vjp": edited(9, "attention_vjp", "d = q.shape[-1]\n",
+                                                   "d = q.shape[-1]\n    e = np.exp(q @ k.T / np.sqrt(d))\n"
+                                                   "    weights = e / e.sum(axis=-1, keepdims=True)\n")},
+     ["attention, input q:", "attention, input v:", "step 2 (mask): your weights have no mask"]),
+    ("attention_step", 9, {"attention_vjp": edited(9, "attention_vjp", "weights.T @ g", "weights @ g")},
+     ["attention, input v:", "step 4 (weighted sum, out = weights @ v): dL/dv = weightsᵀ @ g",
+      "missing the transpose (weights @ g)"]),
+    ("attention_step", 9, {"attention_vjp": edited(9, "attention_vjp",
+                                                   f"weights * (grad_weights - {ATTENTION_ROW_SUM})",
+                                                   "weights * grad_weights")},
+     ["attention, input q:", "step 3 (softmax): you have weights · dL/dweights, the Jacobian's diagonal alone"]),
+    ("attention_step", 9, {"attention_vjp": edited(9, "attention_vjp", ATTENTION_ROW_SUM,
+                                                   "(grad_weights * weights).sum(axis=-1)")},
+     ["step 3 (softmax): the row sums Σ_j weights·dL/dweights lost their axis: (4,) against (4, 4)"]),
+    ("attention_step", 9, {"attention_vjp": edited(9, "attention_vjp", ATTENTION_ROW_SUM,
+                                                   "(grad_weights * weights).sum(axis=0, keepdims=True)")},
+     ["step 3 (softmax): your sum runs along axis 0, down the columns"]),
+    ("attention_step", 9, {"attention_vjp": edited(9, "attention_vjp", "grad_scores @ k / np.sqrt(d)",
+                                                   "grad_scores @ k")},
+     ["attention, input q:", "step 1 (scores = q @ kᵀ / √d): the 1/√d of the scores"]),
+    ("attention_step", 9, {"attention_vjp": edited(9, "attention_vjp", "grad_scores.T @ q / np.sqrt(d)",
+                                                   "grad_scores.T @ q / d")},
+     ["attention, input k:", "the 1/√d of the scores: dL/dq and dL/dk carry it once"]),
+    ("attention_step", 9, {"attention_vjp": edited(9, "attention_vjp", "grad_scores @ k", "grad_scores.T @ k")},
+     ["attention, input q:", "dL/dq = dL/dscores @ k / √d, with no transpose: yours has one"]),
+    ("attention_step", 9, {"attention_vjp": edited(9, "attention_vjp", "grad_scores.T @ q", "grad_scores @ q")},
+     ["attention, input k:", "dL/dk = dL/dscoresᵀ @ q / √d: your product is missing the transpose"]),
+    ("attention_mask_inf", 9, {"attention_vjp": edited(
+        9, "attention_vjp", "    # 2. the mask: masked weights are 0, so grad_scores is already 0 there\n",
+        "    grad_scores[np.triu(np.ones(grad_scores.shape, dtype=bool), k=1)] = -np.inf   # 2. the mask\n")},
+     ["step 2 (mask): dL/dq has inf or nan", "its gradient is 0, not -inf"]),
+    ("ratio", 4, {"exp_vjp": edited(4, "exp_vjp", "return g * out", "return 2 * g * out")},
+     ["exp, input x:", "yours is 2 times the right one, everywhere"]),
+    ("ratio", 4, {"exp_vjp": edited(4, "exp_vjp", "return g * out", "return -g * out")},
+     ["exp, input x:", "the sign is flipped"]),
+]
+
+
+HINT_IDS = [f"{rule}-{number:02d}-{i}" for i, (rule, number, _, _) in enumerate(HINT_CASES)]
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # the -inf written into the mask
+@pytest.mark.parametrize("rule, number, vjps, words", HINT_CASES, ids=HINT_IDS)
+def test_each_mistake_gets_its_hint(solved, rule, number, vjps, words):
+    verdict, report = grade(solved(number), **vjps)
     assert verdict == "needs work"
-    assert "matmul, input b: expected shape (3, 2) (b's shape), got (2, 3)" in report
-    assert "did you transpose?" in report and "(the transposed matmul gradient)" in report
-    # on square matrices the shapes fit, and the values say it
-    verdict, report = grade(solved(5), matmul_vjp=lambda g, a, b: (b @ g.T if a.shape[0] == a.shape[1] else g @ b.T,
-                                                                 a.T @ g))
-    assert "yours is the transpose of the right one: did you transpose?" in report
+    for word in words:
+        assert word in report, f"{word!r} not in:\n{report}"
 
 
-def test_a_vjp_that_crashes_is_reported_with_the_shapes_it_was_given(solved):
-    verdict, report = grade(solved(5), matmul_vjp=lambda g, a, b: (g @ b, a.T @ g))
-    assert "matmul: your vjp raised ValueError" in report and "it was given g (4, 2), a (4, 3), b (3, 2)" in report
-    assert "(the transposed matmul gradient)" in report
+def test_every_hint_rule_has_a_wrong_vjp_that_it_recognises():
+    assert {rule.__name__ for rule in check.HINTS + check.FALLBACKS} == {rule for rule, *_ in HINT_CASES}
+    assert set(check.ATTENTION_MISTAKES.values()) <= set(messages.MESSAGES)
 
 
-def test_the_missing_one_over_n_of_mean_gets_its_hint(solved):
-    exercise = solved(3)
-    verdict, report = grade(exercise, mean_vjp=lambda g, x, axis, keepdims: exercise.sum_vjp(g, x, axis, keepdims))
-    assert "mean, input x:" in report and "yours is 3 times the right one" in report
-    assert "mean divides each sum by n = 3" in report and "the missing 1/n" in report
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("rule, number, vjps, words", HINT_CASES, ids=HINT_IDS)
+def test_each_hint_reads_in_korean(solved, korean, rule, number, vjps, words):
+    verdict, report = grade(solved(number), **vjps)
+    for line in report.splitlines():
+        assert HANGUL.search(line), f"a line with no Korean in it: {line!r}"
 
 
-@pytest.mark.parametrize("number, vjp, hint", [
-    (2, {"broadcast_vjp": lambda g, x: g}, "x (3,) was broadcast to (4, 3) in the forward"),
-    (8, {"layer_norm_vjp": lambda g, x_hat, sigma, w: (0 * g, g * x_hat, g.sum(axis=0))},
-     "w (5,) was broadcast to (4, 5) in the forward"),
-])
-def test_gradients_of_broadcast_inputs_not_summed_back_get_their_hint(solved, number, vjp, hint):
-    verdict, report = grade(solved(number), **vjp)
-    assert hint in report and "the chain rule sums their gradients, over axes (0,)" in report
-    assert "expected shape" in report
+def test_a_mistake_in_attention_is_named_on_the_inputs_it_touches_alone(solved):
+    verdict, report = grade(solved(9), attention_vjp=edited(9, "attention_vjp", "weights.T @ g", "weights @ g"))
+    assert "attention, input v:" in report and "input q" not in report and "input k" not in report
 
 
-def test_softmax_without_its_subtraction_gets_its_hint(solved):
-    verdict, report = grade(solved(6), softmax_vjp=lambda g, s: s * g)
-    assert "you have s·g" in report and "softmax's missing subtraction" in report
-
-
-def test_cross_entropy_without_the_one_hot_or_the_mean_gets_its_hint(solved):
-    verdict, report = grade(solved(7), cross_entropy_vjp=lambda g, logits, targets, p: g * p / len(targets))
-    assert "the missing subtraction: at each row's target" in report
+def test_a_nearly_zero_gradient_is_not_called_a_multiple_of_the_right_one(solved):
     verdict, report = grade(solved(7), cross_entropy_vjp=lambda g, logits, targets, p:
-                            g * (p - np.eye(p.shape[1])[targets]))
-    assert "the loss is the mean over the 4 rows: the missing 1/N" in report
+                            g * (p - p.sum(axis=-1, keepdims=True) * p) / len(targets))   # p - p: 1e-17
+    assert "zero everywhere but for rounding" in report and "times the right one" not in report
 
 
-def test_layer_norm_with_constant_mean_and_sigma_gets_its_hint(solved):
-    verdict, report = grade(solved(8), layer_norm_vjp=lambda g, x_hat, sigma, w:
-                            (g * w / sigma, (g * x_hat).sum(axis=0), g.sum(axis=0)))
-    assert "you treated μ and σ as constants" in report
+def test_a_write_into_g_that_numpy_lets_through_is_caught_too(solved):
+    def exp_vjp(g, x, out):   # g · out in g's own memory: np.add.at with one index per axis ignores read-only
+        rows, columns = np.indices(g.shape).reshape(2, -1)
+        np.add.at(g, (rows, columns), (g * (out - 1)).ravel())
+        return g
+    verdict, report = grade(solved(4), exp_vjp=exp_vjp)
+    assert "exp: your vjp wrote into g" in report and "a vjp must not write into g: it may be shared" in report
 
 
-def test_an_embedding_that_drops_repeated_ids_gets_its_hint(solved):
-    def overwriting(g, table, ids):
-        grad = np.zeros_like(table)
-        grad[ids] += g
-        return grad
-    verdict, report = grade(solved(10), embedding_vjp=overwriting)
-    assert "ids repeat (id 1 3 times)" in report and "np.add.at" in report
-    assert "loss_falls: waits until the checks above pass" in report
-
-
-def test_attention_without_its_scale_gets_its_hint(solved):
-    solution = solved(9).attention_vjp
-    verdict, report = grade(solved(9), attention_vjp=lambda g, q, k, v, w:
-                            tuple(grad * f for grad, f in zip(solution(g, q, k, v, w), (np.sqrt(q.shape[1]),) * 2 + (1,))))
-    assert "the 1/√d of the scores" in report and "attention, input k" in report
-
-
-def test_swapped_gradients_are_said_to_be(solved):
-    verdict, report = grade(solved(1), mul_vjp=lambda g, a, b: (g * a, g * b))
-    assert "mul, input a:" in report and "yours is the gradient of b: are two of them swapped?" in report
-    assert "neuron (the whole): waits until the checks above pass" in report
+def test_every_case_has_shapes_that_are_not_square(solved):
+    """A gradient transposed, or g returned where the input has another shape, shows in the
+    shapes: no matrix of a case is square, and exercise 10's table has more rows than ids."""
+    for number in lab.numbers():
+        for case in solved(number).CHECKS:
+            if isinstance(case, lab.Case):
+                for name, t in check._inputs(case, np.random.default_rng(0))[0].items():
+                    assert t.ndim != 2 or t.shape[0] != t.shape[1], (case.op.__name__, name, t.shape)
+    embedding = solved(10).CHECKS[0]
+    assert embedding.inputs["table"][0] != len(embedding.inputs["ids"])
 
 
 def test_a_value_mistake_shows_one_element_both_ways_reproducibly_from_the_printed_seed(solved):
@@ -204,7 +341,8 @@ def test_a_wrong_op_of_an_earlier_exercise_is_named_by_gradcheck_in_the_whole(so
     exercise = solved(2)
     exercise.same_shape.mul_vjp = lambda g, a, b: (g * b, g * b)   # exercise 01's mul, wrong for b
     verdict, report = grade(exercise)
-    assert "mul (the whole): gradcheck failed" in report and "op 'mul' (inputs of shapes (2, 4, 3), (2, 4, 3))" in report
+    assert "mul (the whole): gradcheck failed" in report
+    assert "op 'mul' (inputs of shapes (2, 4, 3), (2, 4, 3))" in report
 
 
 def test_the_last_exercise_names_the_earlier_exercise_it_still_needs():
@@ -212,3 +350,114 @@ def test_the_last_exercise_names_the_earlier_exercise_it_still_needs():
     exercise.embedding_vjp = lab._run(lab.path(10, lab.SOLUTIONS)).embedding_vjp
     verdict, report = grade(exercise)
     assert verdict == "needs work" and re.fullmatch(r"loss_falls: needs exercise 0\d: write \w+_vjp", report)
+
+
+def test_the_training_check_tells_each_step_and_says_when_the_loss_did_not_fall(solved, monkeypatch):
+    told = []
+    monkeypatch.setattr(lab, "tell", told.append)
+    exercise = solved(10)
+    monkeypatch.setattr(exercise, "fallback_corpus", lambda: "the lab's own short text. " * 20)
+    with pytest.raises(AssertionError, match=r"in 3 steps the loss went from \S+ only to \S+ \(the mean of"):
+        exercise.loss_falls(steps=3)
+    assert told == ["loss_falls: step 1 of 3", "loss_falls: step 2 of 3", "loss_falls: step 3 of 3"]
+
+
+# ---- an exercise that exits, or never returns, is graded too
+def test_an_exit_in_a_vjp_needs_work_and_the_other_checks_are_still_graded(solved):
+    verdict, report = grade(solved(1), mul_vjp=lambda g, a, b: sys.exit(3))
+    assert verdict == "needs work"
+    assert "mul(a=(), b=()): it ended the program: SystemExit(3)" in report and "add" not in report
+    assert "neuron (the whole): waits until the checks above pass" in report
+
+
+@pytest.mark.parametrize("body, words", [
+    ("exit()", "exp(x=(3, 4)): it ended the program: SystemExit(None), from exit()"),
+    ("raise KeyboardInterrupt", "exp(x=(3, 4)): it raised KeyboardInterrupt"),
+    ("import os\nos._exit(0)", "exp(x=(3, 4)): the process grading it ended without a word (exit status 0)"),
+    ("while True:\n    pass", "exp(x=(3, 4)): did not return within 2 s, so it was stopped"),
+])
+def test_a_vjp_that_exits_or_never_returns_needs_work_and_the_next_exercise_is_graded(learner, body, words):
+    write_vjp(learner, "04_exp_log_tanh", "exp_vjp", body)
+    result = run_check(4, 5, "--timeout", 2, folder=learner)   # the other checks take well under 2 s
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("04_exp_log_tanh: needs work") and words in result.stdout
+    assert result.stdout.endswith("05_matmul: not started\n"), result.stdout
+
+
+@pytest.mark.parametrize("line, words", [
+    ("exit()", "loading 04_exp_log_tanh.py: it ended the program: SystemExit(None)"),
+    ("while True: pass", "loading 04_exp_log_tanh.py: did not return within 2 s"),
+])
+def test_a_file_that_exits_or_never_returns_when_imported_needs_work(learner, line, words):
+    with open(learner / "04_exp_log_tanh.py", "a") as file:
+        file.write(f"\n{line}\n")
+    result = run_check(4, 5, "--timeout", 2, folder=learner)   # the other checks take well under 2 s
+    assert result.returncode == 1 and result.stdout.startswith("04_exp_log_tanh: needs work")
+    assert words in result.stdout and result.stdout.endswith("05_matmul: not started\n"), result.stdout
+
+
+def test_ctrl_c_stops_the_checker_and_its_worker_with_status_130(learner):
+    write_vjp(learner, "04_exp_log_tanh", "exp_vjp", "while True:\n    pass")
+    checker = subprocess.Popen([sys.executable, str(learner / "check.py"), "4", "--timeout", "60"], env=ENGLISH,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal
+    time.sleep(3)   # the worker is in the endless loop by now
+    checker.send_signal(signal.SIGINT)
+    out, err = checker.communicate(timeout=30)   # returns only once the worker, which holds stdout too, is gone
+    assert checker.returncode == 130 and "stopped (Ctrl-C)" in err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "inf", "nan", "1e9"])
+def test_a_timeout_that_is_not_a_sane_number_of_seconds_is_a_usage_error(value, monkeypatch, capsys):
+    monkeypatch.setattr(messages, "language", "en")   # main sets it: put it back after
+    with pytest.raises(SystemExit) as stop:
+        check.main(["1", "--timeout", value, "--lang", "en"])
+    assert stop.value.code == 2
+    assert f"--timeout wants a number of seconds above 0 and at most 86400, not '{value}'" in capsys.readouterr().err
+
+
+# ---- in Korean
+def test_every_message_has_english_and_korean_with_the_same_fields():
+    fields = lambda text: {name for _, name, _, _ in string.Formatter().parse(text) if name}
+    for key, texts in messages.MESSAGES.items():
+        assert set(texts) == set(messages.LANGUAGES), key
+        assert fields(texts["en"]) == fields(texts["ko"]), key
+        assert HANGUL.search(texts["ko"]), key
+
+
+def test_every_message_is_used():
+    sources = "".join(path.read_text() for path in EXERCISES.glob("*.py"))
+    unused = [key for key in messages.MESSAGES if f'"{key}"' not in sources.replace(f'"{key}": {{', "")]
+    assert not unused
+
+
+@pytest.mark.parametrize("environ, language", [
+    ({"LANG": "ko_KR.UTF-8"}, "ko"), ({"LC_ALL": "ko_KR.UTF-8", "LANG": "C"}, "ko"),
+    ({"LC_ALL": "en_US.UTF-8", "LANG": "ko_KR.UTF-8"}, "en"), ({"LC_MESSAGES": "ko_KR"}, "ko"),
+    ({"LC_ALL": "", "LANG": "ko"}, "ko"), ({}, "en"), ({"LANG": "C.UTF-8"}, "en"),
+])
+def test_the_locale_picks_the_language(environ, language):
+    assert messages.from_locale(environ) == language
+
+
+def test_lang_ko_or_a_korean_locale_gives_the_report_in_korean(learner):
+    write_vjp(learner, "05_matmul", "matmul_vjp", "return g @ b.T, g.T @ a")
+    result = run_check(5, "--lang", "ko", folder=learner)
+    assert result.returncode == 1 and result.stdout.startswith("05_matmul: 고칠 곳 있음")
+    assert "matmul, 입력 b: 기대한 shape는 (3, 2)(b의 shape), 받은 shape는 (2, 3)" in result.stdout
+    assert "transpose: 시작 전 (연습 05: transpose_vjp 함수를 작성하세요)" in result.stdout
+    assert run_check(5, folder=learner, env={**ENGLISH, "LANG": "ko_KR.UTF-8"}).stdout == result.stdout
+    assert run_check(5, "--lang", "en", folder=learner, env={**ENGLISH, "LANG": "ko_KR.UTF-8"}).stdout.startswith(
+        "05_matmul: needs work")
+    solved = run_check(1, "--solutions", "--lang", "ko")
+    assert solved.returncode == 0 and solved.stdout == "01_neuron: 통과\n"
+    usage = run_check("--help", env={**ENGLISH, "LANG": "ko_KR.UTF-8"})
+    assert "채점할 연습 문제 번호" in usage.stdout and "검사 하나가 멈추기 전까지" in usage.stdout
+
+
+def test_every_exercise_has_its_text_in_korean_beside_the_english():
+    for name in NAMES:
+        doc = lab._run(EXERCISES / f"{name}.py").__doc__
+        english, korean = doc.split("\n한국어\n")   # the Korean part, after its heading
+        assert HANGUL.search(korean) and not HANGUL.search(english), name
+        assert f"python exercises/check.py {int(name[:2])}" in korean, name
