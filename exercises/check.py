@@ -137,8 +137,9 @@ def grade_apart(numbers, timeout):
 
 def _start_worker(numbers):
     """A process that grades `numbers` in turn, and the end of the pipe it reports on. It is
-    a new Python ("spawn"), not a fork of this one: a fork inherits numpy's BLAS threads
-    stopped mid-way, and its first large matmul can wait for them forever."""
+    a new Python ("spawn", which every platform has), not a fork of this one: Python's docs
+    warn that forking a process that runs threads (numpy's BLAS starts some) can leave the
+    child waiting forever on a lock one of them held."""
     spawn = multiprocessing.get_context("spawn")
     found, tell = spawn.Pipe(duplex=False)
     worker = spawn.Process(target=_work, args=(numbers, lab.use_solutions, messages.language, tell), daemon=True)
