@@ -24,7 +24,7 @@ import graphviz
 import numpy as np
 
 from .autograd import backward_order
-from .trace import _name as trace_name   # the names the chain-rule trace prints, so both agree
+from .trace import _dotted, _name as trace_name   # the names the chain-rule trace prints, so both agree
 
 SMALL, ROWS = 16, 4   # a tensor of up to 16 numbers in up to 4 rows shows them; others a summary
 NOT_YET = "grad: not computed yet"   # before backward: say so rather than show zeros
@@ -87,7 +87,7 @@ def draw_graph(root, show_data=True, show_grad=True, order=False, collapse=None,
             return {"label": _record(_constant_fields(what, show_data), rankdir), "shape": "record",
                     "fillcolor": COLOURS["constant"], "fontsize": FONTSIZE["constant"], "color": "#999999",
                     "width": "0", "height": "0", "margin": "0.05,0.02"}
-        title = f"[{number[id(what)]}] {trace_name(what, number[id(what)])}" if order else what.label
+        title = f"[{number[id(what)]}] {trace_name(what)}" if order else what.label
         role = "root" if what is root else "value" if what._op else "leaf"
         return {"label": _record(_value_fields(what, title, show_data, show_grad), rankdir),
                 "shape": "record", "fillcolor": COLOURS[role]}
@@ -104,7 +104,9 @@ def draw_graph(root, show_data=True, show_grad=True, order=False, collapse=None,
     clusters = list({path[:depth]: None for path in members for depth in range(1, len(path) + 1)})
     _fill(graph, (), members, clusters)
     for tail, head in edges:
-        graph.edge(tail, head)
+        # an op's edge to its output weighs most: Graphviz keeps the two side by side, even where the
+        # output is used far down the graph (else the box drifts there, away from the op that made it)
+        graph.edge(tail, head, weight="10" if tail.startswith("op") else "1")
     return graph
 
 
@@ -185,15 +187,6 @@ def _home(t, consumers):
     if t._op or not consumers:
         return t._scope
     return tuple(os.path.commonprefix([c._scope for c in consumers]))
-
-
-def _dotted(path):
-    """'h.0.attn' for the scope path ('h.0', 'attn'), and for ('h.0', 'h.0.attn') too, where
-    the scopes were opened with full dotted names."""
-    name = ""
-    for part in path:
-        name = part if not name or part.startswith(name + ".") else f"{name}.{part}"
-    return name
 
 
 def _fold_rule(collapse, paths):

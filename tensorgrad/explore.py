@@ -9,7 +9,10 @@ numbers of order=True drawings and of the trace). At each step it highlights the
 drawing, shows its value and upstream gradient and, for each input, the op's rule for it
 (written once, where the op is defined), the local derivative measured from the op's own vjp
 (trace.local_derivative, as the trace prints it) and `input.grad += upstream × local =
-contribution`; gradients fill in as it steps and empty again as it steps back.
+contribution`; gradients fill in as it steps and empty again as it steps back. The drawing
+is laid out once; the page moves a camera over it that follows each step's node at a size a
+projector keeps readable, with a map of the whole graph, and folds the scopes backward is
+through (explore.js).
 
 Every number is computed here, before the page is written, as backward computes it: each
 node's vjps applied to its gradient, the contributions summed in backward's order, starting
@@ -40,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from . import autograd, draw
-from .trace import _constant_name, _name, local_derivative
+from .trace import _name, local_derivative
 
 SHOWN = 64        # a tensor of up to 64 numbers is shown whole; a bigger one as a summary and a heatmap
 KEPT = 4096       # a gradient of up to 4096 numbers is kept whole in the page, for grad(order)
@@ -105,8 +108,8 @@ def _page(root, order, problem, draw_options):
     """The HTML page: the skeleton with the drawing, the data, the script and the style."""
     source = draw.draw_graph(root, order=True, **draw_options).source   # first: a graph too big is refused here
     number = {id(node): n for n, node in enumerate(order, 1)}
-    names = {id(node): _name(node, number[id(node)]) for node in order}
-    steps, sums = _steps(order, number, names, problem)
+    names = {id(node): _name(node) for node in order}
+    steps, sums = _steps(order, number, problem)
     data = {"title": f"backward from {names[id(root)]}", "problem": problem,
             "notes": _differences(order, names, sums) if problem is None else [],
             "seed": None if root.grad is None else _view(root.grad, whole=True),
@@ -125,7 +128,7 @@ def _page(root, order, problem, draw_options):
     return re.sub(r"\{\{(\w+)\}\}", lambda match: fill[match.group(1)], skeleton)   # one pass: no text is read twice
 
 
-def _steps(order, number, names, problem):
+def _steps(order, number, problem):
     """One step per op node, in backward order: its inputs with the rule, the local derivative,
     the contribution and the input's gradient after it. Returns (steps, the gradients summed)."""
     edges = [(node, index) for node in order for index, parent in enumerate(node._parents) if parent.requires_grad]
@@ -140,7 +143,7 @@ def _steps(order, number, names, problem):
             contributions = autograd.input_gradients(node._vjps, node._parents, upstream)
         inputs = []
         for index, parent in enumerate(node._parents):
-            edge = {"order": number.get(id(parent)), "name": names.get(id(parent)) or _constant_name(parent),
+            edge = {"order": number.get(id(parent)), "name": _name(parent),
                     "shape": list(parent.shape), "rule": node._rules[index] if node._rules else None,
                     "local": None, "contribution": None, "after": None}
             inputs.append(edge)
@@ -181,11 +184,9 @@ def _differences(order, names, sums):
     backward calls, and a node may also feed ops outside the graph of this root."""
     different = [names[id(node)] for node in order if node.grad is not None and id(node) in sums
                  and not np.allclose(sums[id(node)], node.grad, rtol=1e-4, atol=1e-6)]
-    if not different:
-        return []
     return [f"{', '.join(name + '.grad' for name in different)}: not the sum this page shows, which is what one "
             "backward from here computes; the .grad also holds gradients of an earlier backward (a leaf's add up "
-            "over calls) or of ops outside this graph."]
+            "over calls) or of ops outside this graph."] if different else []
 
 
 def _drawn(root, order, number, draw_options):

@@ -11,6 +11,7 @@ backward computes. For tensors it is a Jacobian (shown elementwise when it is di
 
 The trace wraps each node's vjps in a printing one and runs the ordinary backward.
 """
+import os
 import sys
 
 import numpy as np
@@ -19,6 +20,12 @@ from . import autograd
 
 JACOBIAN_LIMIT = 256   # print a Jacobian up to this many entries
 NODE_LIMIT = 200       # a trace is for small graphs: stop printing after this many nodes
+DEPTH = 3              # a node's name spells out the ops of its scope this many deep, then "…"
+# ops that names write as math on their inputs' names, each with its precedence (brackets go
+# around a weaker operand); any other op reads op(inputs)
+SYMBOLS = {"add": ("{} + {}", 1), "sub": ("{} - {}", 1), "mul": ("{} · {}", 2), "div": ("{} / {}", 2),
+           "matmul": ("{} @ {}", 2), "neg": ("-{}", 3), "pow": ("{}^{}", 4), "transpose": ("{}ᵀ", 5),
+           "getitem": ("{}[…]", 5)}
 
 
 def trace_backward(root, grad=None, retain_graph=False, file=None, intermediate_grads=True):
@@ -26,8 +33,8 @@ def trace_backward(root, grad=None, retain_graph=False, file=None, intermediate_
     file = file or sys.stdout
     order = autograd.backward_order(root)
     number = {id(node): i for i, node in enumerate(order, 1)}
-    names = {id(node): _name(node, number[id(node)]) for node in order}
-    name = lambda t: names.get(id(t)) or _constant_name(t)
+    # a name with spaces in brackets: "(ln1 › x - mean).grad", not "ln1 › x - mean.grad"
+    name = lambda t: f"({_name(t)})" if " " in _name(t) else _name(t)
     printed = []   # the nodes printed so far
 
     def printing(node, vjps):
@@ -113,14 +120,49 @@ def _jacobian(vjp, out, x):
     return np.array(rows)
 
 
-def _name(node, number):
-    if node.label:
-        return node.label
-    return f"{node._op}{number}" if node._op else f"leaf{number}"
+def _name(t):
+    """What the trace, the drawing and the stepper page call a tensor: its label; without one,
+    an op's output is the scope it was made in, then the op written on its inputs as the math
+    reads ("ln1 › var + 1e-05", "attn.scores › q @ kᵀ", "ffn › 0.5 · fc(…) · (1 + tanh(…))"),
+    where an input made in a scope inside that one is named by it ("fc(…)"); a leaf is named by
+    its shape, a constant by its value."""
+    path = "" if t.label or not t._op else _dotted(t._scope)
+    return (f"{path} › " if path else "") + _math(t, t._scope if path else ())
 
 
-def _constant_name(t):
-    return t.label or (f"{t.data.item():.4g}" if t.data.size == 1 else f"const{t.shape}")
+def _math(t, scope, depth=0, outer=None):
+    """t as it reads in the name of a node made inside `scope`. `outer`: (op, precedence, left?)
+    of the symbol t is an operand of, where t is bracketed unless it binds tighter or is the
+    left operand of the same op ("a - b - c", "a - (b - c)")."""
+    if t.label:
+        text, op, level = _inside(t.label, scope), None, 0 if " " in t.label else 9
+    elif not t._op:
+        return f"leaf{t.shape}" if t.requires_grad else f"{t.data.item():.4g}" if t.size == 1 else f"const{t.shape}"
+    elif t._scope != scope or depth == DEPTH:   # the output of a scope inside the node's is named by it; else "…"
+        common = len(os.path.commonprefix([t._scope, scope]))
+        return "…" if common == len(t._scope) else _inside(_dotted(t._scope[:common + 1]), scope[:common]) + "(…)"
+    elif SYMBOLS.get(t._op, ("",))[0].count("{}") != len(t._parents):
+        return f"{t._op}({', '.join(_math(p, scope, depth + 1) for p in t._parents)})"
+    else:
+        (template, level), op = SYMBOLS[t._op], t._op
+        text = template.format(*(_math(p, scope, depth + 1, (op, level, i == 0)) for i, p in enumerate(t._parents)))
+    bracket = outer and (level < outer[1] or level == outer[1] and not (op == outer[0] and outer[2]))
+    return f"({text})" if bracket else text
+
+
+def _inside(name, scope):
+    """A dotted name as it reads inside `scope`: "weight" for "attn.qkv.weight" in attn.qkv."""
+    prefix = _dotted(scope) + "."
+    return name[len(prefix):] if scope and name.startswith(prefix) else name
+
+
+def _dotted(path):
+    """'h.0.attn' for the scope path ('h.0', 'attn'), and for ('h.0', 'h.0.attn') too, where
+    the scopes were opened with full dotted names."""
+    name = ""
+    for part in path:
+        name = part if not name or part.startswith(name + ".") else f"{name}.{part}"
+    return name
 
 
 def _show(value):

@@ -92,6 +92,38 @@ def test_numbers_follow_backward_order_and_match_the_trace():
     assert "[" not in node_line(tg.draw_graph(o).source, "v1").split("label=")[1].split("|")[0]
 
 
+def test_names_read_as_the_math_with_the_brackets_it_needs():
+    a, b, c = (tg.tensor([1.0, 2.0], requires_grad=True, label=name) for name in "abc")
+    name = lambda t: tg.draw_graph(t, order=True).source.split('label="[1] ')[1].split(" |")[0]
+    assert [name(t) for t in (a - (b - c), (a - b) - c, (a + b) * c, a * b + c, -(a + b), (a + b).T, (a @ b) * c,
+                              (a * b) ** 2, a / (b * c), (a + b).tanh() * c, (a * 2.0).sum(), a[0] * b[1])] == [
+        "a - (b - c)", "a - b - c", "(a + b) · c", "a · b + c", "-(a + b)", "(a + b)ᵀ", "(a @ b) · c",
+        "(a · b)^2", "a / (b · c)", "tanh(a + b) · c", "sum(a · 2)", "a[…] · b[…]"]
+    deep = a
+    for _ in range(6):
+        deep = deep * 2.0
+    assert name(deep) == "… · 2 · 2 · 2"   # three ops deep, then "…"
+    with tg.scope("outer"):
+        with tg.scope("inner"):
+            inner = (a * b).exp()
+        out = inner + tg.tensor([1.0, 1.0], requires_grad=True)
+    assert name(out) == "outer › inner(…) + leaf(2,)"   # another scope's output by its name; a leaf by its shape
+
+
+def test_the_trace_the_drawing_and_the_stepper_share_the_names_of_a_composed_block(capsys):
+    nn = pytest.importorskip("nn")
+    nn.manual_seed(0)
+    x = tg.randn(1, 4, 8, seed=0, requires_grad=True)
+    x.label = "x"
+    with tg.composed():
+        loss = nn.TransformerBlock(dim=8, n_heads=2)(x).sum()
+    loss.backward(trace=True, retain_graph=True)
+    traced = dict(re.findall(r"^\[(\d+)\] \(?(.+?)\)? = \w+\(", capsys.readouterr().out, re.M))
+    source = tg.draw_graph(loss, order=True, show_data=False).source
+    assert len(traced) == 55 and traced["37"] == "attn.scores › q @ kᵀ"
+    assert all(f'v{n} [label="[{n}] {name} |' in source for n, name in traced.items())
+
+
 def test_constants_are_small_grey_nodes_without_numbers_or_grad():
     x = tg.tensor([1.0, 2.0], requires_grad=True, label="x")
     y = (x * 2.0).masked_fill(np.array([True, False]), 0.0).sum()

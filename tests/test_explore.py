@@ -52,6 +52,20 @@ def small_tensor_graph():
     return loss
 
 
+def composed_block():
+    """nn's TransformerBlock (8 channels, 2 heads) on 4 tokens inside tg.composed(): every op
+    primitive, each made in its module's scope (ln1, attn.scores, ffn.fc, ...)."""
+    import nn
+    nn.manual_seed(0)
+    x = tg.randn(1, 4, 8, seed=0, requires_grad=True)
+    x.label = "x"
+    with tg.composed():
+        loss = nn.TransformerBlock(dim=8, n_heads=2)(x).sum()
+    loss.label = "loss"
+    loss.backward(retain_graph=True)
+    return loss
+
+
 def close(shown, expected):
     """Equal to display precision: 4 significant digits."""
     return np.allclose(np.asarray(shown, float), np.ravel(expected), rtol=1e-3, atol=1e-12)
@@ -96,6 +110,28 @@ def test_the_local_derivative_and_the_rule_are_the_ops_own():
                                                     page_data(tg.explore(loss).html)["steps"])
              for kind in [edge["local"] and edge["local"]["kind"] for edge in step["inputs"]]}
     assert {("tanh", "elementwise"), ("matmul", "jacobian"), ("sum", "jacobian")} <= kinds
+
+
+def test_every_node_is_named_from_the_math_and_the_drawing_says_the_same():
+    """A node's name is its label, or its scope and its op on its inputs: never a counter
+    ("add10"), never "label none"; the drawing's boxes carry the page's names."""
+    pages = {"neuron": neuron()[0], "tensors": small_tensor_graph(), "block": composed_block()}
+    names = {}
+    for graph, root in pages.items():
+        text = tg.explore(root, show_data=False).html
+        nodes = page_data(text)["nodes"]
+        names[graph] = [node["name"] for node in nodes]
+        svg = text[text.index("<svg"):text.index("</svg>")]
+        titles = {int(n): html.unescape(name) for n, name in re.findall(r">\[(\d+)\] ([^<]*)</text>", svg)}
+        assert titles == dict(enumerate(names[graph], 1)), graph
+        made = [node["name"] for node in nodes if node["label"] is None or graph == "block"]   # not the neuron's x1
+        assert not [name for name in made if re.match(r"^[a-z_]+\d+$", name) or "label none" in name], graph
+    assert names["neuron"][:4] == ["o", "x1 · w1 + x2 · w2 + b", "x1 · w1 + x2 · w2", "x1 · w1"]
+    assert names["tensors"][4:7] == ["tanh(x @ W + b)", "x @ W + b", "x @ W"]
+    assert {"x + attn(…) + ffn(…)", "ffn.proj › … @ weight + bias", "ffn › 0.5 · fc(…) · (1 + tanh(…))",
+            "ln2 › var + 1e-05", "ln1 › (x - mean)^2", "attn.scores › q @ kᵀ",
+            "attn.weighted_sum › weights @ v", "attn.softmax › exp(mask(…) - const(1, 2, 4, 1))", "xhat",
+            "ffn.proj.weight"} <= set(names["block"])
 
 
 def test_making_the_page_changes_no_grad_and_keeps_the_graph():
