@@ -3,14 +3,18 @@
 Each demo's page is opened from file:// and stepped through by key presses; at every step
 the node applied and every gradient shown are checked against backward_order and the
 tensors' .grad (to the 4 digits shown), then stepped back until the gradients are empty
-again. No page may log an error or send a request. Screenshots go to pytest's tmp_path.
+again. On a projector's screen (1280 x 720, 1024 x 768) the node of every step is on screen,
+clear of the map, its text at least 12 px tall. No page may log an error or send a request.
+Screenshots go to pytest's tmp_path (the projector tests print their paths: look at them).
 
 Without playwright or chromium these tests skip and say why; .ci/run installs both and sets
 TENSORGRAD_REQUIRE_BROWSER=1, which turns that skip into a failure.
 """
 import contextlib
 import importlib.util
+import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -52,10 +56,10 @@ def browser():
 
 
 @contextlib.contextmanager
-def opened(browser, path):
-    """A tab showing the page at `path`, recording its console errors, page errors, dialogs and
-    every request other than the page itself (each one refused)."""
-    tab = browser.new_page(viewport={"width": 1400, "height": 800})
+def opened(browser, path, size=(1400, 800)):
+    """A tab of `size` pixels showing the page at `path`, recording its console errors, page
+    errors, dialogs and every request other than the page itself (each one refused)."""
+    tab = browser.new_page(viewport={"width": size[0], "height": size[1]})
     url = Path(path).resolve().as_uri()
     tab.errors, tab.requests = [], []
     tab.on("console", lambda message: message.type == "error" and tab.errors.append(message.text))
@@ -241,3 +245,161 @@ def test_a_page_without_the_kept_graph_says_so_and_still_steps(when, browser, tm
         assert tab.evaluate("explorer.step") == 3 and "not shown" in tab.text_content("#panel")
         assert (shown(4) is None) if when == "before backward" else np.allclose(shown(4), np.ravel(x.grad), rtol=1e-3)
         assert tab.errors == [] and tab.requests == []
+
+
+# ---- on a projector ---------------------------------------------------------------------
+PROJECTORS = {"1280x720": (1280, 720), "1024x768": (1024, 768)}
+ON_SCREEN = """() => {
+  const rect = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const order = explorer.step === 0 ? 1 : explorer.current().order;
+  const own = [...document.querySelectorAll("#drawing > svg:first-child g.node")].filter(g =>
+    g.classList.contains("current") || ["op" + order, "v" + order].includes(g.querySelector("title").textContent));
+  const texts = own.flatMap(g => [...g.querySelectorAll("text")])
+    .filter(t => t.getAttribute("visibility") !== "hidden");
+  return {pane: rect(document.getElementById("drawing")), map: rect(document.getElementById("minimap")),
+          boxes: own.map(rect), text: Math.min(...texts.map(t => t.getBoundingClientRect().height)),
+          covers: [...document.querySelectorAll("g.fold")].map(rect)};
+}"""
+
+
+def overlap(a, b):
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def assert_on_screen(tab, where):
+    """The node of this step (before backward: the root), its op and value box, lies whole in
+    the drawing's pane, not under the map or a folded scope, its text at least 12 px tall."""
+    seen = tab.evaluate(ON_SCREEN)
+    left, top, right, bottom = seen["pane"]
+    assert seen["boxes"], where
+    for box in seen["boxes"]:
+        assert left - 0.5 <= box[0] and box[2] <= right + 0.5 and top - 0.5 <= box[1] and box[3] <= bottom + 0.5, \
+            (where, box, seen["pane"])
+        assert not overlap(box, seen["map"]) and not any(overlap(box, cover) for cover in seen["covers"]), where
+    assert seen["text"] >= 12, (where, seen["text"])
+
+
+@pytest.mark.parametrize("size", PROJECTORS)
+@pytest.mark.parametrize("name", PAGES)
+def test_on_a_projector_every_steps_node_is_on_screen_and_readable(name, size, browser, graph_demo, tmp_path):
+    _, out = graph_demo(name)
+    with opened(browser, out / PAGES[name][0], PROJECTORS[size]) as tab:
+        steps = tab.evaluate("explorer.steps")
+        for k in range(steps + 1):
+            if k:
+                tab.keyboard.press("ArrowRight")
+            assert tab.evaluate("explorer.step") == k
+            assert_on_screen(tab, (name, size, k))
+            assert "label none" not in tab.text_content("#panel")
+            if k in (0, steps // 2, steps):
+                shot = tmp_path / f"{name}_{size}_step{k}.png"
+                tab.screenshot(path=shot)
+                print(f"screenshot: {shot}")
+        assert tab.errors == [] and tab.requests == []
+
+
+def page_data(path):
+    text = Path(path).read_text(encoding="utf-8")
+    return json.loads(re.search(r'id="explorer-data">(.*?)</script>', text, re.S).group(1))
+
+
+def step_of(data, name):
+    """The step (1-based) that applies the node called `name`."""
+    order = next(node["order"] for node in data["nodes"] if node["name"] == name)
+    return next(k for k, step in enumerate(data["steps"], 1) if step["order"] == order)
+
+
+def test_the_blocks_page_shows_heads_apart_and_never_contradicts_itself(browser, graph_demo, tmp_path):
+    _, out = graph_demo("backprop_graph")
+    page = out / "block_composed.html"
+    data = page_data(page)
+    with opened(browser, page, PROJECTORS["1280x720"]) as tab:
+        # q @ kᵀ: its (1, 2, 4, 4) value is two 4 x 4 matrices, one per head, each captioned
+        tab.evaluate(f"explorer.go({step_of(data, 'attn.scores › q @ kᵀ')})")
+        value = tab.evaluate("""() => [...document.querySelector("#panel .array").querySelectorAll("figure")].map(f =>
+            [f.querySelector("figcaption").textContent, [...f.querySelectorAll("tr")].map(r => r.cells.length)])""")
+        assert value == [["[0, 0, :, :]", [4, 4, 4, 4]], ["[0, 1, :, :]", [4, 4, 4, 4]]]
+        tab.screenshot(path=tmp_path / "heads.png")
+        # ffn.fc's bias add: an all-ones local derivative of 128 numbers is said, not painted
+        tab.evaluate(f"explorer.go({step_of(data, 'ffn.fc › ln2(…) @ weight + bias')})")
+        assert "all 128 = 1" in tab.text_content("#panel")
+        for k in range(1, len(data["steps"]) + 1):
+            tab.evaluate(f"explorer.go({k})")
+            panel = tab.evaluate("""() => ({text: document.getElementById("panel").textContent,
+              operators: [...document.querySelectorAll("#panel .operator")].map(o => o.textContent),
+              colours: [...document.querySelectorAll("#panel .heatmap")].map(map => {
+                const seen = new Set();
+                for (const c of map.querySelectorAll("canvas")) {
+                  const pixels = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+                  for (let i = 0; i < pixels.length; i += 4) seen.add(pixels.slice(i, i + 3).join());
+                }
+                return seen.size; })})""")
+            assert not any(operator.startswith("× d") for operator in panel["operators"]), k
+            hidden = panel["text"].count("too many to show")
+            assert hidden == sum(operator.endswith("rule →") for operator in panel["operators"]), k
+            assert all(colours > 1 for colours in panel["colours"]), k   # a heatmap of one colour says nothing
+        assert tab.errors == [] and tab.requests == []
+
+
+def test_finished_scopes_fold_by_a_click_on_them_or_from_the_list(browser, graph_demo, tmp_path, monkeypatch):
+    _, out = graph_demo("backprop_graph")
+    page = out / "block_composed.html"
+    data = page_data(page)
+    ops = [node for node in tg.backward_order(PAGES["backprop_graph"][1](demo_module("backprop_graph", monkeypatch)))
+           if node.op]
+    in_scope = lambda name: [k for k, node in enumerate(ops, 1) if node._scope[:1] == (name,)]   # its steps
+    ffn_done = max(in_scope("ffn"))
+    covers = "() => [...document.querySelectorAll('g.fold text')].map(t => t.textContent)"
+    with opened(browser, page, PROJECTORS["1024x768"]) as tab:
+        tab.evaluate(f"explorer.go({ffn_done + 1})")
+        tab.evaluate("""() => [...document.querySelectorAll("g.cluster")].find(g => g.querySelector("text")
+            .textContent === "ffn").dispatchEvent(new MouseEvent("click", {bubbles: true}))""")
+        assert tab.evaluate(covers) == [f"ffn ✓ folded ({len(in_scope('ffn'))} ops)"]
+        cover, frame = tab.evaluate("""() => [document.querySelector("g.fold rect"), [...document.querySelectorAll(
+            "g.cluster")].find(g => g.querySelector("text").textContent === "ffn").querySelector("path")]
+            .map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })""")
+        assert np.allclose(cover, frame, atol=2)   # the cover lies over the scope's frame
+        tab.click("#scopes summary")
+        listed = tab.evaluate("""() => [...document.querySelectorAll("#scope-list label")].map(l =>
+            [l.textContent.trim(), l.querySelector("input").checked])""")
+        assert ["ffn done", True] in [[re.sub(r"\s+", " ", text), on] for text, on in listed]
+        tab.screenshot(path=tmp_path / "ffn_folded.png")
+        tab.click("#map")   # the map hides, and comes back
+        assert tab.evaluate("getComputedStyle(document.getElementById('minimap')).display") == "none"
+        tab.click("#map")
+        tab.evaluate("document.querySelector('g.fold').dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+        assert tab.evaluate(covers) == []
+        tab.check("#auto-fold")   # every scope folds once backward is through it, and opens again going back
+        for k in range(len(data["steps"]) + 1):
+            tab.evaluate(f"explorer.go({k})")
+            assert_on_screen(tab, ("auto-fold", k))
+        assert f"ln2 ✓ folded ({len(in_scope('ln2'))} ops)" in tab.evaluate(covers)
+        tab.screenshot(path=tmp_path / "folded_at_the_end.png")
+        tab.evaluate("explorer.go(0)")
+        assert tab.evaluate(covers) == []
+        assert tab.errors == [] and tab.requests == []
+
+
+def test_the_notebooks_stepper_starts_with_the_root_on_screen(browser, tmp_path):
+    """As the notebook shows attention's backward: in its frame, in a 1024 x 768 window."""
+    from nn import functional as F
+    q, k, v = (tg.randn(1, 4, 8, seed=seed, dtype=np.float64, requires_grad=True) for seed in (3, 4, 5))
+    q.label, k.label, v.label = "q", "k", "v"
+    with tg.composed():
+        loss = (F.scaled_dot_product_attention(q, k, v, causal=True) ** 2).sum()
+    loss.backward(retain_graph=True)
+    tab = browser.new_page(viewport={"width": 1024, "height": 768})
+    try:
+        tab.set_content(tg.explore(loss, show_data=False)._repr_html_())
+        frame = tab.frame_locator("iframe")
+        frame.locator("#counter").wait_for()
+        inner = tab.frames[1]
+        inner.wait_for_function("window.explorer !== undefined")
+        assert_on_screen(inner, "the notebook's frame, step 0")
+        shot = tmp_path / "notebook_frame_step0.png"
+        tab.screenshot(path=shot)
+        print(f"screenshot: {shot}")
+        inner.locator("body").press("ArrowRight")
+        assert_on_screen(inner, "the notebook's frame, step 1")
+    finally:
+        tab.close()
