@@ -138,7 +138,8 @@ def _math(t, scope, depth=0, outer=None):
         text, op, level = _inside(t.label, scope), None, 0 if " " in t.label else 9
     elif not t._op:
         return f"leaf{t.shape}" if t.requires_grad else f"{t.data.item():.4g}" if t.size == 1 else f"const{t.shape}"
-    elif t._scope != scope or depth == DEPTH:   # the output of a scope inside the node's is named by it; else "…"
+    # DEPTH ops deep, or made outside the node's scope: "…"; the output of a scope inside it: that scope's name
+    elif t._scope != scope or depth == DEPTH:
         common = len(os.path.commonprefix([t._scope, scope]))
         return "…" if common == len(t._scope) else _inside(_dotted(t._scope[:common + 1]), scope[:common]) + "(…)"
     elif SYMBOLS.get(t._op, ("",))[0].count("{}") != len(t._parents):
