@@ -35,14 +35,14 @@ def main(argv=None):
     try:
         model, tokenizer, meta = load_model(args.checkpoint)
     except (ValueError, OSError) as error:   # CheckpointError is a ValueError
-        parser.exit(2, f"{parser.prog}: error: {error}\n")   # one line: the file is wrong, not the usage
+        parser.exit(1, f"{parser.prog}: error: {error}\n")   # one line, status 1: the file is wrong, not the usage
     there = [name for name in WRITES if os.path.exists(os.path.join(args.directory, name))]
     if there and not args.overwrite:
         parser.error(f"{args.directory} already holds {', '.join(there)}; add --overwrite to replace them")
     try:
         nn.export.to_gpt2(model, args.directory, tokenizer)
     except (ValueError, OSError) as error:   # what GPT-2 cannot express, named; a folder not writable
-        parser.exit(2, f"{parser.prog}: error: {error}\n")
+        parser.exit(1, f"{parser.prog}: error: {error}\n")
     c = model.config
     print(f"exported {args.checkpoint} (step {meta.get('step', '?')}, {model.num_parameters():,} parameters: "
           f"n_layer {c['n_layer']}, n_head {c['n_head']}, n_embd {c['n_embd']}, block_size {c['block_size']}, "

@@ -32,7 +32,7 @@ def main(argv=None):
     try:
         model, tokenizer, _ = load_model(args.checkpoint)
     except (ValueError, OSError) as error:   # CheckpointError is a ValueError; a missing file an OSError
-        parser.exit(2, f"{parser.prog}: error: {error}\n")   # one line: the file is wrong, not the usage
+        parser.exit(1, f"{parser.prog}: error: {error}\n")   # one line, status 1: the file is wrong, not the usage
     try:
         prompt = tokenizer.encode(args.prompt)
     except ValueError as error:

@@ -436,11 +436,12 @@ def demo():
     sys.path.remove(str(REPO / "demos"))
 
 
-def refused(call, capsys):
-    """The usage error that call() exits with: exit status 2, and argparse's message."""
+def refused(call, capsys, status=2):
+    """The error that call() exits with, one line on stderr: by default a usage error (exit
+    status 2, argparse's message); status 1 for a file it cannot take."""
     with pytest.raises(SystemExit) as stop:
         call()
-    assert stop.value.code == 2
+    assert stop.value.code == status
     return capsys.readouterr().err
 
 
@@ -521,9 +522,9 @@ def test_every_bad_flag_of_the_sampler_is_a_usage_error(demo, capsys, trained, a
 
 
 def test_the_sampler_refuses_a_folder_or_a_missing_file_as_its_checkpoint(demo, capsys, tmp_path):
-    assert f"{tmp_path} has no config.json" in refused(lambda: demo("sample_chargpt").main([str(tmp_path)]), capsys)
+    assert f"{tmp_path} has no config.json" in refused(lambda: demo("sample_chargpt").main([str(tmp_path)]), capsys, 1)
     missing = tmp_path / "none.safetensors"
-    assert "no such checkpoint" in refused(lambda: demo("sample_chargpt").main([str(missing)]), capsys)
+    assert "no such checkpoint" in refused(lambda: demo("sample_chargpt").main([str(missing)]), capsys, 1)
 
 
 @pytest.mark.parametrize("name, args, message", [
