@@ -717,7 +717,7 @@ def test_a_good_gpt_checkpoint_loads_its_arrays_as_the_weights(tmp_path):
 def test_the_sampler_and_the_job_answer_a_damaged_checkpoint_in_one_line(tmp_path, good):
     path = gpt_checkpoint(tmp_path / "bad.safetensors", edit_meta=config_edit(n_embd=16))
     sampled = subprocess.run(command("sample_chargpt.py", path), capture_output=True, text=True, env=environment())
-    assert sampled.returncode == 2 and "Traceback" not in sampled.stderr and "tok_emb.weight" in sampled.stderr
+    assert sampled.returncode == 1 and "Traceback" not in sampled.stderr and "tok_emb.weight" in sampled.stderr
     # a checkpoint of a model alone (no run state) can be sampled, not resumed
     model, tokenizer, meta = nn.checkpoint.load_gpt(good)
     nn.save(good, model, model_config=meta["model_config"], tokenizer=meta["tokenizer"])
