@@ -4,6 +4,7 @@ today. Each is checked for what it must show (MUST_SHOW): the lab's inline stepp
 drawings; the lecture's timing guide, a "predict, then run" question before the cell that
 answers it in every section, and a figure in every section, in English and in Korean."""
 import json
+import os
 import re
 from pathlib import Path
 
@@ -102,6 +103,9 @@ def test_a_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch):
         pytest.importorskip("koreanize_matplotlib")   # the Korean font its figures' Hangul needs
     # their matrices are small: one BLAS thread each, so a busy machine's cores are not fought over
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    # a checkout on the PYTHONPATH, as the demos' tests run them: the lectures import demos/ from it
+    # even when the project is installed as a copy (pip install .) and the kernel starts in tmp_path
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(FOLDER.parent), os.environ.get("PYTHONPATH")])))
     notebook = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
