@@ -19,7 +19,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -34,28 +33,12 @@ import safetensors.numpy
 
 import nn
 import train
-from test_faults import children, files, job, leftovers, start, wait_for
+from test_faults import children, files, good, job, leftovers, start, trained, wait_for  # noqa: F401 (fixtures)
 from test_parallel import alive, batch, gpt
 from test_train_chargpt import TINY, corpus, environment, run  # noqa: F401 (corpus: a fixture)
 
 LINUX = sys.platform.startswith("linux")
 needs_proc = pytest.mark.skipif(not LINUX, reason="reads /proc to find the worker processes")
-
-
-@pytest.fixture(scope="module")
-def trained(corpus, tmp_path_factory):
-    """A run of 20 steps that saved at steps 0, 10 and 20: its checkpoint path."""
-    out = tmp_path_factory.mktemp("trained") / "good.safetensors"
-    run("train_chargpt.py", "--data", corpus, *TINY, "--max_iters", 20, "--eval_interval", 10, "--out", out)
-    return out
-
-
-@pytest.fixture
-def good(trained, tmp_path):
-    """This test's own copy of the trained checkpoint and its logs."""
-    for path in trained.parent.iterdir():
-        shutil.copy(path, tmp_path / path.name)
-    return tmp_path / trained.name
 
 
 def one_line_error(result):

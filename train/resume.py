@@ -27,14 +27,12 @@ def resumed_config(config, given, checkpoint):
     run state: check_run_state), overridden by the flags given now (except the model's
     shape, which the checkpoint fixes), then checked together (a usage error, exit status 2)."""
     path, (model, _, meta) = config.out, checkpoint
-    check_run_state(path, meta)
+    saved = check_run_state(path, meta)
     shape = {name: model.config[name] for name in MODEL_FIELDS}
     changed = [f"--{name} {given[name]} (the checkpoint has {shape[name]})"
                for name in MODEL_FIELDS if name in given and given[name] != shape[name]]
     if changed:
         raise JobError(f"--resume cannot change the model's shape: {', '.join(changed)}; drop those flags")
-    saved = {name: setting(name, value) for name, value in meta["config"].items()
-             if name in FIELDS}   # a setting an older version had is dropped
     merged = Config(**{**saved, **shape, **given, "out": path, "overwrite": False})
     problem = combination_error(merged)
     if problem:
@@ -43,8 +41,10 @@ def resumed_config(config, given, checkpoint):
 
 
 def check_run_state(path, meta):
-    """Raise CheckpointError, naming `path` and the first field that fails, unless the
-    metadata holds the run state as train_chargpt.py writes it (see the module's docstring)."""
+    """The checkpoint's settings, each as its flag checks it ({name: value}; a setting an older
+    version had is dropped); raises CheckpointError, naming `path` and the first field that
+    fails, unless the metadata holds the run state as train_chargpt.py writes it (see the
+    module's docstring)."""
     missing = [key for key in RUN_STATE if key not in meta]
     if missing:
         raise nn.CheckpointError(f"{path}: cannot resume from it: its metadata lacks {', '.join(missing)} (it was "
@@ -55,10 +55,11 @@ def check_run_state(path, meta):
                                  f"{repr(value)[:60]}")
     if not isinstance(meta["config"], dict):
         refuse("config", "an object of the job's settings", meta["config"])
+    saved = {}
     for name, value in meta["config"].items():
         if name in FIELDS:
             try:
-                setting(name, value)
+                saved[name] = setting(name, value)
             except ValueError as error:
                 refuse(f"config.{name}", error, value)
     step = meta["step"]
@@ -73,6 +74,7 @@ def check_run_state(path, meta):
         if not is_pcg64_state(meta[key]):
             refuse(key, "the state of numpy's PCG64 generator, {bit_generator: 'PCG64', state: {state, inc}, "
                         "has_uint32, uinteger}", meta[key])
+    return saved
 
 
 def is_finite_number(value):
