@@ -152,19 +152,27 @@ def check_shape(where, shape, dtype):
                               f"(a 0 counted as 1) times {dtype.itemsize} bytes pass numpy's limit of {MAX_BYTES:,}")
 
 
+def first_non_finite(arrays):
+    """The name of the first float array of {name: array} that holds a NaN or an infinity, or
+    None. Every value is finite exactly when the smallest and the largest are (a NaN makes
+    both NaN): two passes over each array, and no mask of its size taken to find out."""
+    return next((name for name, array in arrays.items()
+                 if array.dtype.kind == "f" and array.size and not np.isfinite([array.min(), array.max()]).all()),
+                None)
+
+
 def check_finite(path, arrays):
     """Refuse (CheckpointError) the first float array of {name: array} that holds a NaN or an
     infinity, naming the file, the tensor and where. A weight like that samples one token
     forever and trains to NaN; it comes from a run that diverged, or from an edited file."""
-    for name, array in arrays.items():
-        # every value is finite exactly when the smallest and the largest are (a NaN makes both
-        # NaN): two passes over the array, and no mask of its size taken to find out
-        if array.dtype.kind == "f" and array.size and not np.isfinite([array.min(), array.max()]).all():
-            bad = ~np.isfinite(array)
-            first = tuple(int(i) for i in np.unravel_index(bad.argmax(), array.shape))   # argmax: the first True
-            raise CheckpointError(f"{path}: tensor {name!r} holds nan or inf in {np.count_nonzero(bad):,} of its "
-                                  f"{array.size:,} values (the first, {array[first]}, at index {first}): weights of a "
-                                  "run that diverged, or an edited file; refusing to read it")
+    name = first_non_finite(arrays)
+    if name is not None:
+        array = arrays[name]
+        bad = ~np.isfinite(array)
+        first = tuple(int(i) for i in np.unravel_index(bad.argmax(), array.shape))   # argmax: the first True
+        raise CheckpointError(f"{path}: tensor {name!r} holds nan or inf in {np.count_nonzero(bad):,} of its "
+                              f"{array.size:,} values (the first, {array[first]}, at index {first}): weights of a "
+                              "run that diverged, or an edited file; refusing to read it")
 
 
 # ---- JSON ------------------------------------------------------------------------------------

@@ -128,10 +128,7 @@ class Run:
         self.step, self.history, self.best_val_loss, self.saved_step = 0, [], None, None
         if checkpoint:   # everything that decides the next step, as the checkpoint left it (train.resume checked it)
             meta = checkpoint[2]
-            nn.load(self.out, optimizer)   # a second read: the moments need the optimizer to exist
-            bad = self.non_finite()
-            if bad:   # (nn.load refuses such a file too: a stop's message relies on this check)
-                raise nn.CheckpointError(f"{self.out}: cannot resume from it: {bad} holds a nan or an inf")
+            nn.load(self.out, optimizer)   # a second read: the moments need the optimizer to exist (and finite)
             nn.rng.set_state(meta["rng"])
             self.batch_rng.bit_generator.state = meta["batch_rng"]
             self.step, self.history, self.best_val_loss = meta["step"], meta["history"], meta["best_val_loss"]
@@ -177,10 +174,9 @@ class Run:
     def non_finite(self):
         """The name of the first array of the model or the optimizer's state that holds a nan
         or an inf ("h.0.attn.qkv.weight", "optimizer/m.3"), or None."""
-        arrays = {**{name: p.data for name, p in self.model.named_parameters()},   # the arrays themselves, no copy
-                  **{f"optimizer/{name}": array for name, array in self.optimizer.state_arrays().items()}}
-        return next((name for name, array in arrays.items()
-                     if array.dtype.kind == "f" and not np.isfinite(array).all()), None)
+        return nn.tensorfile.first_non_finite(
+            {**{name: p.data for name, p in self.model.named_parameters()},   # the arrays themselves, no copy
+             **{f"optimizer/{name}": array for name, array in self.optimizer.state_arrays().items()}})
 
     def evaluated(self, step):   # (by a resumed run's checkpoint, too)
         return bool(self.history) and self.history[-1][0] == step
