@@ -268,7 +268,10 @@ def overlap(a, b):
 
 def assert_on_screen(tab, where):
     """The node of this step (before backward: the root), its op and value box, lies whole in
-    the drawing's pane, not under the map or a folded scope, its text at least 12 px tall."""
+    the drawing's pane, not under the map or a folded scope, its text at least 12 px tall.
+    Measured after two animation frames: a frame laid out late (the notebook's) moves the
+    camera in its ResizeObserver's callback, which runs before the next frame is painted."""
+    tab.evaluate("new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
     seen = tab.evaluate(ON_SCREEN)
     left, top, right, bottom = seen["pane"]
     assert seen["boxes"], where
