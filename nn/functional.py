@@ -12,7 +12,7 @@ import functools
 import numpy as np
 
 import tensorgrad as tg
-from tensorgrad import Tensor, make_op
+from tensorgrad import Tensor, make_op, threads
 
 from . import rng as nn_rng
 
@@ -112,38 +112,48 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
         out = xhat if weight is None else xhat * weight                 # scale
         return out if bias is None else out + bias                      # shift
 
-    # fused: every row at once, (N, C)
+    # fused: every row at once, (N, C), the rows split across the cores (threads.by_rows)
     channels = x.shape[-1]
-    data = x.data.reshape(-1, channels)
-    average = np.full((channels, 1), 1 / channels, data.dtype)     # rows @ average: row means,
-    xhat = data - data @ average                                    # faster than .mean(-1)
-    variance = np.vecdot(xhat, xhat)[:, None] / channels            # (N, 1), with no (N, C) temporary
-    rstd = 1 / np.sqrt(variance + eps)                              # 1/σ
-    xhat *= rstd
-    out = xhat * weight.data if weight is not None else xhat.copy()
-    if bias is not None:
-        out += bias.data
+    data = threads.rows(x.data)
+    average = np.full(channels, 1 / channels, data.dtype)     # vecdot(row, average): the row's mean
+    xhat, rstd = np.empty(data.shape, data.dtype), np.empty((len(data), 1), data.dtype)
+    out = np.empty(data.shape, data.dtype)
+
+    def forward(data, xhat, rstd, out):                         # on a block of rows
+        np.subtract(data, np.vecdot(data, average)[:, None], out=xhat)
+        variance = np.vecdot(xhat, xhat)[:, None] / channels    # (n, 1), with no (n, C) temporary
+        np.sqrt(variance + eps, out=rstd)
+        np.divide(1, rstd, out=rstd)                            # 1/σ
+        xhat *= rstd
+        np.multiply(xhat, 1 if weight is None else weight.data, out=out)
+        if bias is not None:
+            out += bias.data
+    threads.by_rows(forward, data, xhat, rstd, out)
 
     # With gh = dL/dxhat = g·weight, xhat = (x - mean)/σ gives
     #   dL/dx = (gh - mean(gh) - xhat·mean(gh·xhat)) / σ,
     #   dL/dweight = Σ_rows g·xhat,   dL/dbias = Σ_rows g.
-    # Row means of gh = g·weight are g @ (weight / C): a matrix-vector product on g itself,
-    # so gh·xhat is never formed; g·xhat is formed once, for the weight's gradient and x's.
-    weighted_average = average if weight is None else (weight.data / channels)[:, None]   # (C, 1)
+    # Row means of gh = g·weight are vecdot(g, weight / C) on g itself, so gh·xhat is never
+    # formed; g·xhat is formed once, for the weight's gradient and x's.
+    weighted_average = average if weight is None else weight.data / channels   # (C,)
     ones = np.ones(len(data), data.dtype)   # ones @ rows sums the rows with BLAS
 
     def backward(g):   # every input's gradient at once: they share g·xhat
-        rows = g.reshape(-1, channels)
-        g_xhat = rows * xhat
+        rows = threads.rows(g)
+        g_xhat = np.empty(data.shape, data.dtype)
+        threads.by_rows(lambda g, xhat, g_xhat: np.multiply(g, xhat, out=g_xhat), rows, xhat, g_xhat)
         grad_weight = ones @ g_xhat if weight is not None and weight.requires_grad else None
         grad_bias = ones @ rows if bias is not None and bias.requires_grad else None
-        grad_x = None
-        if x.requires_grad:
-            np.multiply(xhat, g_xhat @ weighted_average, out=g_xhat)   # xhat·mean(gh·xhat)
-            grad_x = rows * weight.data if weight is not None else rows.copy()   # gh
-            grad_x -= rows @ weighted_average                                  # - mean(gh)
+        grad_x = np.empty(data.shape, data.dtype) if x.requires_grad else None
+
+        def input_gradient(g, xhat, rstd, g_xhat, grad_x):      # on a block of rows
+            np.multiply(xhat, np.vecdot(g_xhat, weighted_average)[:, None], out=g_xhat)   # xhat·mean(gh·xhat)
+            np.multiply(g, 1 if weight is None else weight.data, out=grad_x)                # gh
+            grad_x -= np.vecdot(g, weighted_average)[:, None]                             # - mean(gh)
             grad_x -= g_xhat
             grad_x *= rstd
+        if x.requires_grad:
+            threads.by_rows(input_gradient, rows, xhat, rstd, g_xhat, grad_x)
             grad_x = grad_x.reshape(x.shape)
         return [grad_x] + [grad for p, grad in ((weight, grad_weight), (bias, grad_bias)) if p is not None]
 

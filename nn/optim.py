@@ -1,11 +1,16 @@
 """Optimizers (SGD, Adam, AdamW), gradient clipping and the learning-rate schedule.
 
-Updates are in place on each parameter's array (`p.data`), vectorized with numpy.
+Updates are in place on each parameter's array (`p.data`), vectorized with numpy. The
+parameters are split across the cores (tensorgrad.threads.split): each is updated by one
+thread, with the same numpy calls as alone, so any number of threads gives the same numbers.
 """
 import math
 import numbers
+import threading
 
 import numpy as np
+
+from tensorgrad import threads
 
 
 def require(owner, name, value, ok, expected):
@@ -33,10 +38,10 @@ class Optimizer:
 
     def step(self):
         """Update every parameter that has a gradient (one without is left alone)."""
-        for i, p in enumerate(self.params):
-            if p.grad is not None:
-                self.updates[i] += 1
-                self.update(i, p.data, p.grad)
+        moving = [i for i, p in enumerate(self.params) if p.grad is not None]
+        self.updates[moving] += 1
+        threads.each(lambda i: self.update(i, self.params[i].data, self.params[i].grad), moving,
+                     [self.params[i].data.size for i in moving])
 
     def update(self, i, w, g):
         raise NotImplementedError
@@ -89,8 +94,9 @@ class SGD(Optimizer):
 
 class Adam(Optimizer):
     """Adam: running means of g (m) and g^2 (v), bias-corrected, step = lr * m / (sqrt(v) + eps).
-    Each update works in place and in one scratch array, sized for the largest parameter and
-    shared by all: no temporary arrays to allocate, and the scratch stays in the cache."""
+    Each update works in place and in one scratch array per thread, sized for the largest
+    parameter and shared by all it updates: no temporary arrays to allocate, and the scratch
+    stays in the cache."""
     STATE = ("m", "v")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
@@ -104,7 +110,7 @@ class Adam(Optimizer):
         self.betas, self.eps = tuple(betas), eps
         self.m = [np.zeros_like(p.data) for p in self.params]
         self.v = [np.zeros_like(p.data) for p in self.params]
-        self.scratch = {}   # dtype -> a flat array as large as the largest parameter of that dtype
+        self.scratch = {}   # (dtype, thread) -> a flat array as large as the largest parameter of that dtype
 
     def update(self, i, w, g):
         # t as a python int: a numpy int64 would make the scalar factors of adam_update numpy
@@ -113,11 +119,12 @@ class Adam(Optimizer):
                     self.eps)
 
     def _scratch(self, w):
-        """A scratch array shaped like w, a view of the shared scratch buffer."""
-        buffer = self.scratch.get(w.dtype)
+        """A scratch array shaped like w, a view of this thread's scratch buffer."""
+        key = (w.dtype, threading.get_ident())
+        buffer = self.scratch.get(key)
         if buffer is None or buffer.size < w.size:
             largest = max(p.size for p in self.params if p.data.dtype == w.dtype)
-            buffer = self.scratch[w.dtype] = np.empty(largest, w.dtype)
+            buffer = self.scratch[key] = np.empty(largest, w.dtype)
         return buffer[:w.size].reshape(w.shape)
 
 
@@ -161,8 +168,15 @@ class AdamW(Adam):
 
 def grad_norm(params):
     """The global L2 norm of all the gradients (parameters without one count as zero), a
-    float: sqrt(sum of every gradient element squared). nan or inf if any element is."""
-    return math.sqrt(sum(float(np.vdot(p.grad, p.grad)) for p in params if p.grad is not None))
+    float: sqrt(sum of every gradient element squared). nan or inf if any element is. Each
+    gradient's sum of squares is taken on one of the threads; they are added in order."""
+    grads = [p.grad for p in params if p.grad is not None]
+    squares = np.zeros(len(grads))
+
+    def square_sum(i):
+        squares[i] = np.vdot(grads[i], grads[i])
+    threads.each(square_sum, range(len(grads)), [g.size for g in grads])
+    return math.sqrt(sum(squares.tolist()))
 
 
 def clip_grad_norm(params, max_norm):
@@ -174,8 +188,10 @@ def clip_grad_norm(params, max_norm):
     total = grad_norm(params)
     if total > max_norm:
         scale = max_norm / (total + 1e-6)
-        for g in grads:
-            g *= scale   # leaf grads are the parameter's own arrays (see autograd.backward)
+
+        def rescale(g):
+            g *= scale   # in place: leaf grads are the parameter's own arrays (see autograd.backward)
+        threads.each(rescale, grads, [g.size for g in grads])
     return total
 
 

@@ -9,11 +9,12 @@ from .autograd import backward_order, composed, detect_anomaly, is_composed, no_
 from .draw import draw_graph, render_graph
 from .explore import Explorer, explore
 from .gradcheck import GradcheckError, gradcheck
+from .threads import get_num_threads, set_num_threads
 from .tensor import Tensor, arange, cat, make_op, maximum, ones, randn, stack, tensor, where, zeros
 
 __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn", "arange", "cat", "stack", "where", "maximum",
     "make_op", "no_grad", "detect_anomaly", "composed", "is_composed", "scope", "backward_order",
     "gradcheck", "GradcheckError",
-    "draw_graph", "render_graph", "explore", "Explorer",
+    "draw_graph", "render_graph", "explore", "Explorer", "set_num_threads", "get_num_threads",
 ]

@@ -16,7 +16,7 @@ python and numpy scalars take the tensor's dtype, so no op turns float32 into fl
 """
 import numpy as np
 
-from . import autograd
+from . import autograd, threads
 from .autograd import modes
 
 DEFAULT_FLOAT = np.float32
@@ -304,35 +304,41 @@ class Tensor:
     def gelu(self):
         """GELU, tanh approximation (GPT-2, nanoGPT): x/2·(1 + tanh(u)), u = c·(x + k·x³),
         c = √(2/π), k = 0.044715."""
-        if modes.composed:   # the formula, op by op
-            x = self
-            return 0.5 * x * (1 + (np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)).tanh())
+        if modes.composed:   # the formula, op by op, with x = self
+            return 0.5 * self * (1 + (np.sqrt(2 / np.pi) * (self + 0.044715 * self ** 3)).tanh())
         # fused: one node, computed in place in as few arrays as it can, since this op runs
         # on a transformer's largest activations and numpy updates an array in place faster
-        # than it writes a new one
-        x = self.data
+        # than it writes a new one; its rows are split across the cores (threads.by_rows)
+        x = np.ascontiguousarray(self.data)
         c, k = np.asarray(np.sqrt(2 / np.pi), x.dtype), 0.044715
-        buf = np.multiply(x, x, out=np.empty_like(x))   # x·x: numpy's integer power is slow;
-        buf *= k * c                                     # out= keeps a 0-d x an array
-        buf += c
-        buf *= x                                         # u = c·x·(1 + k·x²)
-        np.tanh(buf, out=buf)
-        buf += 1                                         # 1 + t, t = tanh(u)
-        out = buf * x
-        out *= 0.5                                       # x/2·(1 + t)
+        buf, out = np.empty_like(x), np.empty_like(x)
+
+        def forward(x, buf, out):                        # on a block of rows
+            np.multiply(x, x, out=buf)                   # x·x: numpy's integer power is slow
+            buf *= k * c
+            buf += c
+            buf *= x                                     # u = c·x·(1 + k·x²)
+            np.tanh(buf, out=buf)
+            buf += 1                                     # 1 + t, t = tanh(u)
+            np.multiply(buf, x, out=out)
+            out *= 0.5                                   # x/2·(1 + t)
+        threads.by_rows(forward, *map(threads.rows, (x, buf, out)))
 
         def vjp(g):
             # d/dx = (1+t)/2 + x/2·(1 - t²)·du/dx = (1+t)/2·[1 + x·(1-t)·du/dx],
             # du/dx = c·(1 + 3k·x²), and 1 - t = 2 - (1+t)
-            grad = np.multiply(x, x, out=np.empty_like(x))
-            grad *= 3 * k * c
-            grad += c                                    # du/dx
-            grad *= x
-            grad *= 2 - buf                              # x·(1-t)·du/dx
-            grad += 1
-            grad *= buf
-            grad *= 0.5
-            grad *= g
+            def backward(x, buf, g, grad):               # on a block of rows
+                np.multiply(x, x, out=grad)
+                grad *= 3 * k * c
+                grad += c                                # du/dx
+                grad *= x
+                grad *= 2 - buf                          # x·(1-t)·du/dx
+                grad += 1
+                grad *= buf
+                grad *= 0.5
+                grad *= g
+            grad = np.empty_like(x)
+            threads.by_rows(backward, *map(threads.rows, (x, buf, g, grad)))
             return grad
         return make_op("gelu", out, (self,), vjps=(vjp,), fresh=True,
                        rules=("d gelu(x)/dx = (1+t)/2 + x/2·(1-t²)·c·(1+3k·x²), t = tanh(c·(x + k·x³))",))
