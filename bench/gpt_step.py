@@ -10,7 +10,8 @@ demos/train_chargpt.py trains), PyTorch splits each op across that many threads.
 "numpy" is bench/numpy_step.py: the same step with every gradient derived by hand, no
 autodiff, its batch split across the same processes; tensorgrad / numpy is the engine's
 own cost. For the default model the script also times one process each: tensorgrad's
-step (train.parallel with one process) and the hand-written one on --threads BLAS threads,
+step (train.parallel with one process) and the hand-written one on --threads BLAS threads
+(tensorgrad's elementwise passes on as many of its own threads, tensorgrad.threads),
 and a loop of your own as docs/main-job.md writes it (`train.keep_freed_memory()`, then
 `logits, loss = model(x, y)`, `loss.backward()`, clip, `opt.step()`, no train.parallel).
 Each engine runs in a fresh process of
@@ -34,6 +35,7 @@ import argparse
 import importlib.util
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -42,6 +44,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nn  # noqa: E402
+import tensorgrad  # noqa: E402
 import train  # noqa: E402
 
 CONFIG = dict(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, batch_size=12)
@@ -50,7 +53,9 @@ GRAD_CLIP = 1.0
 
 
 def limit_threads(threads):
-    """Run BLAS on `threads` threads; returns a description of the BLAS."""
+    """Run BLAS and tensorgrad's elementwise work (tensorgrad.threads) on `threads` threads;
+    returns a description of the BLAS: its library, version, kernel and threads."""
+    tensorgrad.set_num_threads(threads)
     try:
         from threadpoolctl import threadpool_info, threadpool_limits
     except ImportError:
@@ -58,6 +63,15 @@ def limit_threads(threads):
     threadpool_limits(threads)
     return ", ".join(f"{i['internal_api']} {i.get('version')} ({i.get('architecture')}, {i['num_threads']} threads)"
                      for i in threadpool_info() if i["user_api"] == "blas")
+
+
+def cpu_model():
+    """The CPU's model name, as /proc/cpuinfo (Linux) or the platform module says it."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown CPU"
 
 
 def matmul_rate(seconds=1.0):
@@ -215,7 +229,8 @@ def main():
 
     has_torch = importlib.util.find_spec("torch") is not None
     peers = ["numpy", "pytorch"] if has_torch else ["numpy"]
-    print(f"numpy {np.__version__}, BLAS: {blas}")
+    print(f"CPU: {cpu_model()}, {len(os.sched_getaffinity(0))} cores for this process")
+    print(f"numpy {np.__version__}, BLAS: {blas}; tensorgrad's elementwise threads: {tensorgrad.get_num_threads()}")
     print(f"pytorch {'installed' if has_torch else 'not installed'}; {args.threads} threads each "
           f"(tensorgrad: data-parallel processes with one BLAS thread each; pytorch: intra-op threads); "
           f"{args.rounds} rounds of {args.steps} steps per engine")

@@ -31,6 +31,7 @@ from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 import nn
+import tensorgrad as tg
 import train
 from nn import data
 from train.evaluate import full_split_loss, on_a_terminal, sample
@@ -75,8 +76,9 @@ def fit(config, checkpoint=None):
     """The run, from the corpus to the final checkpoint and sample; `checkpoint` (model,
     tokenizer, meta), when given, is the run it continues."""
     corpus, model, optimizer = build(config, checkpoint)
-    if config.processes > 1:
-        threadpool_limits(1)   # the processes are the parallelism: one BLAS core each, not two apiece
+    if config.processes > 1:   # the processes are the parallelism: one core each, not two apiece
+        threadpool_limits(1)   # for BLAS's matrix products
+        tg.set_num_threads(1)  # and for tensorgrad's elementwise work
     interrupt = train.run.Interrupt()   # first: a wait for a worker that does not answer ends at a stop
     parallel = train.DataParallel(model, config.processes, optimizer, reply_timeout=config.worker_timeout,
                                   stopping=lambda: interrupt.requested)   # forks its workers now
