@@ -256,7 +256,7 @@
   svg.removeAttribute("width");
   svg.removeAttribute("height");
   const toDrawing = graph.transform.baseVal.consolidate(), boxes = new Map();   // a node's coordinates -> the drawing's
-  function boxOf(element) {   // where an element of the drawing lies, in its coordinates: found once, it never moves
+  function boxOf(element) {   // where an element of the drawing lies, in its coordinates: found once (see measure)
     if (!boxes.has(element)) {
       const b = element.getBBox(), m = toDrawing ? toDrawing.matrix : new DOMMatrix();
       boxes.set(element, { x: b.x * m.a + m.e, y: b.y * m.d + m.f, w: b.width * m.a, h: b.height * m.d });
@@ -288,6 +288,7 @@
   }
 
   function follow(k) {
+    if (!measure()) return;   // not laid out yet: the ResizeObserver calls again once it is
     const { own, near } = focus(k), width = pane.clientWidth - 2 * MARGIN, height = pane.clientHeight - 2 * MARGIN;
     if (camera.overview) {
       camera.scale = Math.min(pane.clientWidth / whole.w, pane.clientHeight / whole.h);
@@ -391,12 +392,12 @@
 
   // ---- scopes: each cluster of the drawing, folded into a plain box once backward is through
   // it (a click on its frame, or the list), so what is left to do stands out. The layout stays:
-  // a folded scope keeps its place, its inside covered.
-  const scopes = [...svg.querySelectorAll("g.cluster")].map(g => ({ g, name: g.querySelector("text").textContent,
-                                                                      box: boxOf(g), folded: false }));
+  // a folded scope keeps its place, its inside covered. Found by measure, from the boxes.
+  let scopes = [];
   const inside = (inner, outer) => inner.x + inner.w / 2 > outer.x && inner.x + inner.w / 2 < outer.x + outer.w &&
                                    inner.y + inner.h / 2 > outer.y && inner.y + inner.h / 2 < outer.y + outer.h;
-  scopes.forEach(scope => {
+  const findScopes = () => [...svg.querySelectorAll("g.cluster")].map(g => {
+    const scope = { g, name: g.querySelector("text").textContent, box: boxOf(g), folded: false };
     scope.orders = nodes.filter(n => n.drawn.some(name => drawn.has(name) && inside(boxOf(drawn.get(name)), scope.box)))
                         .map(n => n.order);
     scope.ops = scope.orders.filter(order => stepOf.has(order)).length;
@@ -411,7 +412,22 @@
     scope.cover.append(frame, label);
     scope.cover.addEventListener("click", () => fold(scope, false));
     scope.g.addEventListener("click", () => fold(scope, true));
+    return scope;
   });
+
+  // The drawing is measured (its boxes, and from them the scopes) once, when it is laid out:
+  // when the pane has a size. A notebook's frame may run this script before that, while the
+  // notebook's page is busy or the output is hidden; every box would then measure 0 × 0 at
+  // 0, 0, and kept, those boxes would aim the camera at the drawing's corner for good.
+  let measured = false;
+  function measure() {   // true once the drawing is measured
+    if (!measured && pane.clientWidth > 0 && pane.clientHeight > 0) {
+      measured = true;
+      scopes = findScopes();
+      document.getElementById("scopes").hidden = scopes.length === 0;
+    }
+    return measured;
+  }
   const scopeOf = node => scopes.filter(scope => scope.orders.includes(node.order))   // the innermost scope around it
     .sort((a, b) => a.box.w * a.box.h - b.box.w * b.box.h)[0];
   const done = (scope, k) => scope.orders.every(order => !stepOf.has(order) || stepOf.get(order) <= k);
@@ -461,8 +477,8 @@
     document.getElementById("first").disabled = document.getElementById("back").disabled = step === 0;
     document.getElementById("next").disabled = document.getElementById("last").disabled = step === steps.length;
     drawing(step);
+    follow(step);   // first: it measures the drawing, and so finds the scopes, once it can
     scopesAt(step);
-    follow(step);
     panel(step);
     return step;
   }
@@ -491,12 +507,15 @@
     follow(step);
   });
   document.getElementById("auto-fold").addEventListener("change", () => scopesAt(step));
-  document.getElementById("scopes").hidden = scopes.length === 0;
   drawn.forEach((g, name) => g.addEventListener("click", () => {
     const order = Number(name.replace(/^(op|v)/, ""));
     if (stepOf.has(order)) go(stepOf.get(order));
   }));
-  new ResizeObserver(() => { sizeMap(); follow(step); }).observe(pane);   // a window resized, a frame laid out
+  new ResizeObserver(() => {   // a window resized, a frame laid out (the first time: see measure)
+    sizeMap();
+    if (measured) follow(step);
+    else if (measure()) go(step);   // measured only now: the scopes and the panel's facts come too
+  }).observe(pane);
 
   window.explorer = Object.freeze({
     steps: steps.length,
