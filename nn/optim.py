@@ -168,15 +168,8 @@ class AdamW(Adam):
 
 def grad_norm(params):
     """The global L2 norm of all the gradients (parameters without one count as zero), a
-    float: sqrt(sum of every gradient element squared). nan or inf if any element is. Each
-    gradient's sum of squares is taken on one of the threads; they are added in order."""
-    grads = [p.grad for p in params if p.grad is not None]
-    squares = np.zeros(len(grads))
-
-    def square_sum(i):
-        squares[i] = np.vdot(grads[i], grads[i])
-    threads.each(square_sum, range(len(grads)), [g.size for g in grads])
-    return math.sqrt(sum(squares.tolist()))
+    float: sqrt(sum of every gradient element squared). nan or inf if any element is."""
+    return math.sqrt(sum(float(np.vdot(p.grad, p.grad)) for p in params if p.grad is not None))
 
 
 def clip_grad_norm(params, max_norm):
@@ -188,10 +181,8 @@ def clip_grad_norm(params, max_norm):
     total = grad_norm(params)
     if total > max_norm:
         scale = max_norm / (total + 1e-6)
-
-        def rescale(g):
-            g *= scale   # in place: leaf grads are the parameter's own arrays (see autograd.backward)
-        threads.each(rescale, grads, [g.size for g in grads])
+        for g in grads:
+            g *= scale   # leaf grads are the parameter's own arrays (see autograd.backward)
     return total
 
 

@@ -22,8 +22,8 @@ import threading
 import numpy as np
 
 # below this many elements per thread, handing a block to another thread costs more than it
-# saves (measured with bench/ops.py's split rows)
-MIN_ELEMENTS_PER_THREAD = 1 << 15
+# saves (measured by bench/threads.py)
+MIN_ELEMENTS_PER_THREAD = 1 << 18
 
 
 def default_threads():

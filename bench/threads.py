@@ -1,0 +1,84 @@
+"""What tensorgrad's threads (tensorgrad/threads.py) buy each op they split: the fused GELU and
+LayerNorm (forward + backward) and AdamW's step, at 1 and --threads threads, for the nanoGPT
+CPU config's sizes and a wider model's.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/threads.py [--threads 2] [--rounds 3]
+
+Before each timed call a matrix product runs on BLAS's --threads threads, as in a training
+step: OpenBLAS's threads then spin for a while on the cores that tensorgrad's threads want.
+Each figure is the median of 100 calls, the best over --rounds alternating rounds. The split
+costs a fixed hand-over per call (a thread woken, Python's lock passed back and forth for each
+numpy call), so it pays only on work large enough: MIN_ELEMENTS_PER_THREAD says where.
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import nn  # noqa: E402
+import tensorgrad as tg  # noqa: E402
+from nn import functional as F  # noqa: E402
+from tensorgrad import threads  # noqa: E402
+
+
+def median_ms(call, warm_blas, calls=100):
+    times = []
+    for _ in range(calls):
+        warm_blas()
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return 1e3 * float(np.median(times))
+
+
+def cases(n_embd, rows=12 * 64):
+    """{name: call} for one model width: the activations of a batch of 12 x 64 tokens."""
+    rng = np.random.default_rng(0)
+    hidden = tg.tensor(rng.standard_normal((rows, 4 * n_embd), dtype=np.float32), requires_grad=True)
+    h = tg.tensor(rng.standard_normal((rows, n_embd), dtype=np.float32), requires_grad=True)
+    weight, bias = (tg.tensor(rng.standard_normal(n_embd, dtype=np.float32), requires_grad=True) for _ in range(2))
+    nn.manual_seed(0)
+    model = nn.GPT(65, 64, 4, 4, n_embd)
+    optimizer = nn.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+    for p in model.parameters():
+        p.grad = np.full_like(p.data, 1e-3)
+
+    def gelu():
+        out = hidden.gelu()
+        out.backward(np.ones_like(out.data))
+
+    def layer_norm():
+        out = F.layer_norm(h, weight, bias)
+        out.backward(np.ones_like(out.data))
+    return {f"gelu ({rows}, {4 * n_embd})": gelu, f"layer_norm ({rows}, {n_embd})": layer_norm,
+            f"AdamW step ({model.num_parameters():,} parameters)": optimizer.step}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2, help="threads to compare with one (default 2)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    args = parser.parse_args()
+    from gpt_step import cpu_model, limit_threads
+    blas = limit_threads(args.threads)
+    print(f"CPU: {cpu_model()}; numpy {np.__version__}, BLAS: {blas}")
+    print(f"MIN_ELEMENTS_PER_THREAD = {threads.MIN_ELEMENTS_PER_THREAD:,}\n")
+    a = np.ones((768, 128), np.float32)
+    b = np.ones((128, 512), np.float32)
+    print(f"{'op (forward + backward)':40s} {'1 thread ms':>11s} {f'{args.threads} threads ms':>13s} {'ratio':>6s}")
+    for n_embd in (128, 384):
+        for name, call in cases(n_embd).items():
+            best = {1: np.inf, args.threads: np.inf}
+            for _ in range(args.rounds):
+                for count in best:
+                    tg.set_num_threads(count)
+                    best[count] = min(best[count], median_ms(call, lambda: a @ b))
+            print(f"{name:40s} {best[1]:11.2f} {best[args.threads]:13.2f} {best[args.threads] / best[1]:6.2f}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
