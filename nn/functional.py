@@ -115,12 +115,13 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     # fused: every row at once, (N, C), the rows split across the cores (threads.by_rows)
     channels = x.shape[-1]
     data = threads.rows(x.data)
-    average = np.full(channels, 1 / channels, data.dtype)     # vecdot(row, average): the row's mean
+    average = np.full((channels, 1), 1 / channels, data.dtype)   # rows @ average: row means, faster
+                                                                  # than .mean(-1) (a BLAS product)
     xhat, rstd = np.empty(data.shape, data.dtype), np.empty((len(data), 1), data.dtype)
     out = np.empty(data.shape, data.dtype)
 
     def forward(data, xhat, rstd, out):                         # on a block of rows
-        np.subtract(data, np.vecdot(data, average)[:, None], out=xhat)
+        np.subtract(data, data @ average, out=xhat)
         variance = np.vecdot(xhat, xhat)[:, None] / channels    # (n, 1), with no (n, C) temporary
         np.sqrt(variance + eps, out=rstd)
         np.divide(1, rstd, out=rstd)                            # 1/σ
@@ -133,9 +134,9 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     # With gh = dL/dxhat = g·weight, xhat = (x - mean)/σ gives
     #   dL/dx = (gh - mean(gh) - xhat·mean(gh·xhat)) / σ,
     #   dL/dweight = Σ_rows g·xhat,   dL/dbias = Σ_rows g.
-    # Row means of gh = g·weight are vecdot(g, weight / C) on g itself, so gh·xhat is never
-    # formed; g·xhat is formed once, for the weight's gradient and x's.
-    weighted_average = average if weight is None else weight.data / channels   # (C,)
+    # Row means of gh = g·weight are g @ (weight / C): a matrix-vector product on g itself,
+    # so gh·xhat is never formed; g·xhat is formed once, for the weight's gradient and x's.
+    weighted_average = average if weight is None else (weight.data / channels)[:, None]   # (C, 1)
     ones = np.ones(len(data), data.dtype)   # ones @ rows sums the rows with BLAS
 
     def backward(g):   # every input's gradient at once: they share g·xhat
@@ -146,9 +147,9 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
         grad_x = np.empty(data.shape, data.dtype) if x.requires_grad else None
 
         def input_gradient(g, xhat, rstd, g_xhat, grad_x):      # on a block of rows
-            np.multiply(xhat, np.vecdot(g_xhat, weighted_average)[:, None], out=g_xhat)   # xhat·mean(gh·xhat)
-            np.multiply(g, 1 if weight is None else weight.data, out=grad_x)                # gh
-            grad_x -= np.vecdot(g, weighted_average)[:, None]                             # - mean(gh)
+            np.multiply(xhat, g_xhat @ weighted_average, out=g_xhat)           # xhat·mean(gh·xhat)
+            np.multiply(g, 1 if weight is None else weight.data, out=grad_x)   # gh
+            grad_x -= g @ weighted_average                                     # - mean(gh)
             grad_x -= g_xhat
             grad_x *= rstd
         if x.requires_grad:

@@ -179,3 +179,24 @@ def test_the_fusion_bound_prints_each_variants_step_against_the_hand_written_one
     for tg_ms, np_ms, ratio, _ in rows.values():
         assert float(tg_ms) > 0 and float(np_ms) > 0
         assert float(ratio) == pytest.approx(float(tg_ms) / float(np_ms), abs=0.01)
+
+
+def test_the_step_benchmark_names_the_cpu_and_sets_both_thread_counts():
+    import gpt_step
+    import tensorgrad as tg
+    before = tg.get_num_threads()
+    try:
+        assert gpt_step.cpu_model().strip()
+        blas = gpt_step.limit_threads(1)
+        assert tg.get_num_threads() == 1 and "1 threads" in blas
+    finally:
+        tg.set_num_threads(before)
+        gpt_step.limit_threads(before)
+
+
+def test_the_threads_benchmark_times_every_op_it_names():
+    import threads as threads_bench
+    calls = threads_bench.cases(16, rows=8)
+    assert [name.split(" (")[0] for name in calls] == ["gelu", "layer_norm", "AdamW step"]
+    for call in calls.values():
+        assert threads_bench.median_ms(call, lambda: None, calls=2) > 0
