@@ -10,6 +10,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import nn
+import tensorgrad as tg
 from nn import data
 
 from .parallel import DataParallel
@@ -25,17 +26,22 @@ def fit(model, split, steps, block_size, batch_size, lr=2e-3, grad_clip=1.0, see
     optimizer = nn.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.1)
     rng = np.random.default_rng(seed)
     started, recent = time.perf_counter(), []
-    with threadpool_limits(1):   # small matrices multiply fastest on one BLAS thread (and so do processes)
-        parallel = DataParallel(model, processes, optimizer)
-        for step in range(steps):
-            optimizer.lr = nn.optim.cosine_lr(step, lr, lr / 10, max(1, steps // 20), steps)
-            x, y = data.get_batch(split, block_size, batch_size, rng)
-            optimizer.zero_grad()
-            recent = (recent + [parallel.forward_backward(x, y)])[-20:]
-            parallel.step(max_norm=grad_clip)   # clip_grad_norm, then optimizer.step()
-            if (step + 1) % max(1, steps // 4) == 0 or step + 1 == steps:
-                print(f"  {label}: step {step + 1}/{steps}, loss {np.mean(recent):.3f} "
-                      f"({time.perf_counter() - started:.0f} s)", flush=True)
-        parallel.close()
+    threads = tg.get_num_threads()
+    tg.set_num_threads(1 if processes > 1 else threads)   # the processes are the parallelism, as in the job
+    try:
+        with threadpool_limits(1):   # small matrices multiply fastest on one BLAS thread (and so do processes)
+            parallel = DataParallel(model, processes, optimizer)
+            for step in range(steps):
+                optimizer.lr = nn.optim.cosine_lr(step, lr, lr / 10, max(1, steps // 20), steps)
+                x, y = data.get_batch(split, block_size, batch_size, rng)
+                optimizer.zero_grad()
+                recent = (recent + [parallel.forward_backward(x, y)])[-20:]
+                parallel.step(max_norm=grad_clip)   # clip_grad_norm, then optimizer.step()
+                if (step + 1) % max(1, steps // 4) == 0 or step + 1 == steps:
+                    print(f"  {label}: step {step + 1}/{steps}, loss {np.mean(recent):.3f} "
+                          f"({time.perf_counter() - started:.0f} s)", flush=True)
+            parallel.close()
+    finally:
+        tg.set_num_threads(threads)
     model.eval()
     return model, float(np.mean(recent))
