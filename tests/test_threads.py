@@ -155,6 +155,21 @@ def test_the_fused_ops_give_the_same_bits_for_any_number_of_threads(monkeypatch)
     assert any(name.startswith("tensorgrad-split") for name in seen)   # the work really was split
 
 
+@pytest.mark.parametrize("data", [np.float32(0.5), np.arange(-6, 6, dtype=np.float32).reshape(3, 4).T,
+                                  np.zeros((0, 4), np.float32)], ids=["0-d", "transposed", "empty"])
+def test_gelu_keeps_any_inputs_shape_and_matches_its_composition(data):
+    x = tg.tensor(data, requires_grad=True)
+    out = x.gelu()
+    (out * out).sum().backward()
+    with tg.composed():
+        y = tg.tensor(data, requires_grad=True)
+        composed = y.gelu()
+        (composed * composed).sum().backward()
+    assert out.shape == composed.shape == np.shape(data) and x.grad.shape == np.shape(data)
+    np.testing.assert_allclose(out.data, composed.data, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(x.grad, y.grad, rtol=1e-5, atol=1e-6)
+
+
 def loss_curve(threads_count, steps=4):
     """A loop of your own on the nanoGPT CPU config, with threads_count threads."""
     tg.set_num_threads(threads_count)
