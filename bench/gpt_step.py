@@ -20,6 +20,8 @@ spin-wait for work on the same two cores and slow each other down. The processes
 alternate for --rounds rounds, so drifting machine load hits both alike; each figure is
 the median over rounds of each process's median step. MFU is the step's matmul FLOPs per
 second over the float32 matmul rate numpy reaches on this machine, measured at the start.
+On a virtual machine it also prints the share of the CPUs' time the host took for others
+while the engines ran (steal, from /proc/stat): a run with more than a few percent swings.
 --fixed times tensorgrad and the hand-written step on a model so small (n_embd 16, block 8,
 one row per process) that numpy's arithmetic is next to nothing: what is left is each step's
 fixed cost (Python: building the graph, calling each vjp, the processes' messages), and
@@ -72,6 +74,26 @@ def cpu_model():
             return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
     except (OSError, StopIteration):
         return platform.processor() or "unknown CPU"
+
+
+def cpu_ticks(path="/proc/stat"):
+    """(stolen, all) clock ticks of every CPU since boot, from Linux's /proc/stat, or None
+    where there is none. On a virtual machine, "stolen" is time the host gave to other
+    machines while this one had work: a run's figures swing with it."""
+    try:
+        with open(path) as stat:
+            user, nice, system, idle, iowait, irq, softirq, steal = map(int, stat.readline().split()[1:9])
+    except (OSError, ValueError):
+        return None
+    return steal, user + nice + system + idle + iowait + irq + softirq + steal
+
+
+def stolen_share(start, end):
+    """The share of the CPUs' time the host took between two cpu_ticks() readings, as text."""
+    if start is None or end is None or end[1] == start[1]:
+        return "unknown (no /proc/stat)"
+    share = (end[0] - start[0]) / (end[1] - start[1])
+    return f"{share:.1%}" + ("; above a few percent, the run's figures are not to be trusted" if share > 0.03 else "")
 
 
 def matmul_rate(seconds=1.0):
@@ -237,6 +259,7 @@ def main():
     for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         if name in os.environ:
             print(f"warning: {name} is set; on this team's machines it halves numpy's matmul speed")
+    ticks = cpu_ticks()
     rate = matmul_rate()
     print(f"numpy float32 matmul: {rate:.0f} GFLOP/s\n")
 
@@ -271,7 +294,8 @@ def main():
         line = f"{title:44s} {ms[engine]:6.1f} {ms[engine] / ms['numpy-1']:14.2f}"
         line += f" {ms[engine] / ms['pytorch']:16.2f}" if has_torch else f" {'-':>16s}"
         print(line)
-    print(f"a loop of your own / tensorgrad's one-process step: {ms['readme'] / ms['tensorgrad-1']:.2f}", flush=True)
+    print(f"a loop of your own / tensorgrad's one-process step: {ms['readme'] / ms['tensorgrad-1']:.2f}")
+    print(f"CPU time taken by the host (steal) during the timings: {stolen_share(ticks, cpu_ticks())}", flush=True)
 
     if args.fixed:
         tiny = dict(CONFIG, n_embd=16, block_size=8, batch_size=args.threads)   # a row per process

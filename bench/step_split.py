@@ -23,7 +23,9 @@ calls, scopes, the backward loop). The matrix products (the GEMMs; vector produc
 as ones @ g count as passes) are replayed alone after each step, with the step's shapes on
 contiguous operands: what they cost at full BLAS speed; each op's row is its time less
 its products' (so a product slowed by its operands' layout shows in its op's row). Timers
-cost a little: the script prints the step's time without them too. Timings on a shared
+cost a little: the script prints the step's time without them too. Last, the step's MFU
+(bench/gpt_step.py's, on one thread) and its bound: the MFU the step would reach if
+everything but the replayed products took no time. Timings on a shared
 machine drift: compare shares, not runs.
 """
 import argparse
@@ -40,8 +42,8 @@ import nn  # noqa: E402
 import train  # noqa: E402
 import numpy_step  # noqa: E402
 import tensorgrad  # noqa: E402
-from gpt_step import (CONFIG, GRAD_CLIP, OPTIMIZER, batches, gpt, limit_threads, numpy_trainer,  # noqa: E402
-                      tensorgrad_trainer)
+from gpt_step import (CONFIG, GRAD_CLIP, OPTIMIZER, batches, cpu_ticks, gpt, limit_threads, matmul_rate,  # noqa: E402
+                      numpy_trainer, step_flops, stolen_share, tensorgrad_trainer)
 from nn import functional as F  # noqa: E402
 from tensorgrad import autograd  # noqa: E402
 
@@ -244,6 +246,7 @@ def main():
     blas = limit_threads(1)
     train.memory.keep_freed_memory()
     print(f"numpy {np.__version__}, BLAS: {blas}")
+    ticks = cpu_ticks()
     config = CONFIG
     rows = ROWS + (DATA_PARALLEL_ROWS if processes > 1 else [])
     # first without timers, then with them (instrumented before the workers fork)
@@ -271,6 +274,14 @@ def main():
                            ("total, without them", plain)]:
         print(f"{title:50s} {1e3 * figures['tensorgrad']:8.2f} {'':7s} {1e3 * figures['numpy']:8.2f}")
     print(f"{'tensorgrad / numpy (without timers)':50s} {plain['tensorgrad'] / plain['numpy']:8.2f}")
+    # MFU on this process's rows and its one BLAS thread; "bound": were the products all it did
+    flops, rate = step_flops(**dict(config, batch_size=args.rows)), matmul_rate() * 1e9
+    for title, seconds in [("MFU (without timers)", plain), ("MFU bound: the matrix products alone",
+                                                             {e: sum(found[e][2].values()) for e in found})]:
+        print(f"{title:50s} {flops / seconds['tensorgrad'] / rate:8.0%} {'':7s} {flops / seconds['numpy'] / rate:8.0%}")
+    print(f"(MFU: the step's matmul FLOPs a second over numpy's float32 matmul rate on one thread, {rate / 1e9:.0f} "
+          f"GFLOP/s, measured now)")
+    print(f"CPU time taken by the host (steal) during the timings: {stolen_share(ticks, cpu_ticks())}")
 
 
 if __name__ == "__main__":

@@ -62,10 +62,11 @@ def main():
     parser.add_argument("--threads", type=int, default=2, help="threads to compare with one (default 2)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     args = parser.parse_args()
-    from gpt_step import cpu_model, limit_threads
+    from gpt_step import cpu_model, cpu_ticks, limit_threads, stolen_share
     blas = limit_threads(args.threads)
     print(f"CPU: {cpu_model()}; numpy {np.__version__}, BLAS: {blas}")
     print(f"MIN_ELEMENTS_PER_THREAD = {threads.MIN_ELEMENTS_PER_THREAD:,}\n")
+    ticks = cpu_ticks()
     a = np.ones((768, 128), np.float32)
     b = np.ones((128, 512), np.float32)
     print(f"{'op (forward + backward)':40s} {'1 thread ms':>11s} {f'{args.threads} threads ms':>13s} {'ratio':>6s}")
@@ -78,6 +79,7 @@ def main():
                     best[count] = min(best[count], median_ms(call, lambda: a @ b))
             print(f"{name:40s} {best[1]:11.2f} {best[args.threads]:13.2f} {best[args.threads] / best[1]:6.2f}",
                   flush=True)
+    print(f"CPU time taken by the host (steal) during the timings: {stolen_share(ticks, cpu_ticks())}")
 
 
 if __name__ == "__main__":

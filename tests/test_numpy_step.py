@@ -151,6 +151,11 @@ def test_the_time_split_benchmark_prints_every_row_and_they_add_up_to_the_step(p
     for engine in (0, 2):   # every moment of a step is in one row
         assert sum(float(row[engine]) for row in rows) == pytest.approx(float(total[engine // 2]), rel=0.1)
     assert float(lines["matrix products (GEMMs, replayed alone)"][0]) > 0
+    # the products alone take less time than the step, so their MFU bound is above the step's
+    mfu, bound = ([float(cell.rstrip("%")) for cell in lines[title]]
+                  for title in ("MFU (without timers)", "MFU bound: the matrix products alone"))
+    assert all(0 < m < b for m, b in zip(mfu, bound))
+    assert "(steal) during the timings: " in done.stdout
 
 
 def test_the_fusion_bound_fuses_each_block_into_one_node_that_computes_the_same(monkeypatch):
@@ -200,3 +205,16 @@ def test_the_threads_benchmark_times_every_op_it_names():
     assert [name.split(" (")[0] for name in calls] == ["gelu", "layer_norm", "AdamW step"]
     for call in calls.values():
         assert threads_bench.median_ms(call, lambda: None, calls=2) > 0
+
+
+def test_the_step_benchmark_reports_the_time_the_host_took(tmp_path):
+    import gpt_step
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 50 0 25 400 5 0 2 18 0 0\n")
+    start = gpt_step.cpu_ticks(stat)
+    assert start == (35, 1000)
+    stat.write_text("cpu  400 0 100 1300 10 0 5 185 0 0\n")   # 1,000 ticks more, 150 of them stolen
+    assert gpt_step.stolen_share(start, gpt_step.cpu_ticks(stat)).startswith("15.0%; above a few percent")
+    assert gpt_step.stolen_share(start, (36, 1100)) == "1.0%"
+    assert gpt_step.cpu_ticks(tmp_path / "missing") is None
+    assert gpt_step.stolen_share(None, start).startswith("unknown")
