@@ -1,14 +1,18 @@
-"""What tensorgrad's threads (tensorgrad/threads.py) buy each op they split: the fused GELU and
-LayerNorm (forward + backward) and AdamW's step, at 1 and --threads threads, for the nanoGPT
-CPU config's sizes and a wider model's.
+"""What tensorgrad's threads and tiles (tensorgrad/threads.py) buy each op they split: the fused
+GELU and LayerNorm (forward + backward) and AdamW's step, on one thread with whole arrays, on one
+thread in tiles (as by_rows cuts them), and on --threads threads, for the nanoGPT CPU config's
+sizes and a wider model's.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/threads.py [--threads 2] [--rounds 3]
 
 Before each timed call a matrix product runs on BLAS's --threads threads, as in a training
 step: OpenBLAS's threads then spin for a while on the cores that tensorgrad's threads want.
-Each figure is the median of 100 calls, the best over --rounds alternating rounds. The split
-costs a fixed hand-over per call (a thread woken, Python's lock passed back and forth for each
-numpy call), so it pays only on work large enough: MIN_ELEMENTS_PER_THREAD says where.
+Freed memory is kept for reuse (train.keep_freed_memory), as in the training job, so that each
+call's new arrays are not fresh pages from the system: faulting those in is slow, and with
+threads it would look as if the threads paid. Each figure is the median of 100 calls, the best
+over --rounds alternating rounds. The split costs a fixed hand-over per call (a thread woken,
+Python's lock passed back and forth for each numpy call), so it pays only on work large enough:
+MIN_ELEMENTS_PER_THREAD says where. AdamW's parameters are not tiled (each is one item).
 """
 import argparse
 import os
@@ -20,6 +24,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nn  # noqa: E402
 import tensorgrad as tg  # noqa: E402
+import train  # noqa: E402
 from nn import functional as F  # noqa: E402
 from tensorgrad import threads  # noqa: E402
 
@@ -64,21 +69,29 @@ def main():
     args = parser.parse_args()
     from gpt_step import cpu_model, cpu_ticks, limit_threads, stolen_share
     blas = limit_threads(args.threads)
+    train.keep_freed_memory()
     print(f"CPU: {cpu_model()}; numpy {np.__version__}, BLAS: {blas}")
-    print(f"MIN_ELEMENTS_PER_THREAD = {threads.MIN_ELEMENTS_PER_THREAD:,}\n")
+    print(f"MIN_ELEMENTS_PER_THREAD = {threads.MIN_ELEMENTS_PER_THREAD:,}, "
+          f"TILE_ELEMENTS = {threads.TILE_ELEMENTS:,}\n")
     ticks = cpu_ticks()
     a = np.ones((768, 128), np.float32)
     b = np.ones((128, 512), np.float32)
-    print(f"{'op (forward + backward)':40s} {'1 thread ms':>11s} {f'{args.threads} threads ms':>13s} {'ratio':>6s}")
+    # (title, threads, tile elements): whole arrays on one thread, tiles on one, tiles on --threads
+    variants = [("1 thread, whole ms", 1, sys.maxsize), ("1 thread, tiles ms", 1, threads.TILE_ELEMENTS),
+                (f"{args.threads} threads ms", args.threads, threads.TILE_ELEMENTS)]
+    print(f"{'op (forward + backward)':36s}" + "".join(f"{title:>19s}" for title, _, _ in variants) +
+          f"{'tiles/whole':>12s}{'threads/1':>10s}")
     for n_embd in (128, 384):
         for name, call in cases(n_embd).items():
-            best = {1: np.inf, args.threads: np.inf}
+            best = [np.inf] * len(variants)
             for _ in range(args.rounds):
-                for count in best:
+                for i, (_, count, tile) in enumerate(variants):
                     tg.set_num_threads(count)
-                    best[count] = min(best[count], median_ms(call, lambda: a @ b))
-            print(f"{name:40s} {best[1]:11.2f} {best[args.threads]:13.2f} {best[args.threads] / best[1]:6.2f}",
-                  flush=True)
+                    threads.TILE_ELEMENTS = tile
+                    best[i] = min(best[i], median_ms(call, lambda: a @ b))
+            threads.TILE_ELEMENTS = variants[1][2]
+            print(f"{name:36s}" + "".join(f"{ms:19.2f}" for ms in best) +
+                  f"{best[1] / best[0]:12.2f}{best[2] / best[1]:10.2f}", flush=True)
     print(f"CPU time taken by the host (steal) during the timings: {stolen_share(ticks, cpu_ticks())}")
 
 

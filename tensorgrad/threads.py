@@ -7,8 +7,8 @@ parameters, into one contiguous block per thread and runs work(start, stop) on e
 once, in a small pool of threads that wait for work between calls. numpy lets go of Python's
 lock (the GIL) inside each call, so the blocks really run together.
 
-Each row (each element, each parameter) goes through the same numpy calls whatever block it
-lands in, so the results are bit-identical for any number of threads.
+Each row (each element, each parameter) goes through the same numpy calls whatever block or
+tile it lands in, so the results are bit-identical for any number of threads.
 
 How many: `set_num_threads(n)` and `get_num_threads()`, as `torch.set_num_threads`. By default,
 as OpenBLAS counts its own: OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else the cores this
@@ -24,6 +24,10 @@ import numpy as np
 # below this many elements per thread, handing a block to another thread costs more than it
 # saves (measured by bench/threads.py)
 MIN_ELEMENTS_PER_THREAD = 1 << 18
+# by_rows hands work its rows in tiles of about this many elements, all its arrays' together
+# (1 MiB of float32): a pass over a tile leaves it in the core's cache for the next pass, where a
+# pass over a whole large array would push out its start before the next pass reads it again
+TILE_ELEMENTS = 1 << 18
 
 
 def default_threads():
@@ -91,10 +95,18 @@ def split(work, sizes):
 
 
 def by_rows(work, *arrays):
-    """work(*blocks) on matching blocks of rows (the first axis) of equally long arrays, split
-    across the threads: for work that treats each row on its own."""
-    row = sum(array[0].size for array in arrays) if len(arrays[0]) else 0
-    split(lambda start, stop: work(*(array[start:stop] for array in arrays)), [row] * len(arrays[0]))
+    """work(*tiles) on matching tiles of rows (the first axis) of equally long arrays, each tile
+    about TILE_ELEMENTS, the tiles split across the threads: for work that treats each row on
+    its own. The tiles are the same for any number of threads, so is every call work makes."""
+    count = len(arrays[0])
+    row = sum(array[0].size for array in arrays) if count else 0
+    tile = max(1, TILE_ELEMENTS // max(row, 1))       # rows a tile
+    starts = range(0, max(count, 1), tile)            # an empty array: one empty tile
+
+    def tiles(first, last):
+        for start in starts[first:last]:
+            work(*(array[start:start + tile] for array in arrays))
+    split(tiles, [row * min(tile, count - start) for start in starts])
 
 
 def each(work, items, sizes):

@@ -212,3 +212,21 @@ def test_a_short_fit_runs_one_thread_per_process_and_gives_the_count_back(monkey
     nn.manual_seed(0)
     train.fit(nn.GPT(11, 8, 1, 2, 16), np.arange(200) % 11, steps=2, block_size=8, batch_size=4, processes=processes)
     assert seen == [inside] and tg.get_num_threads() == 3
+
+
+def test_by_rows_cuts_the_same_tiles_for_any_number_of_threads(monkeypatch):
+    """Each call gets the same rows whatever the thread count: a BLAS matrix-vector product
+    inside work rounds the last rows of a call its own way, so the cuts must not move."""
+    monkeypatch.setattr(threads, "MIN_ELEMENTS_PER_THREAD", 1)
+    monkeypatch.setattr(threads, "TILE_ELEMENTS", 100)   # 100 // (7 + 7) = 7 rows a tile
+    data, out = np.arange(50 * 7.0).reshape(50, 7), np.zeros((50, 7))
+
+    def calls(count):
+        tg.set_num_threads(count)
+        seen = []
+        threads.by_rows(lambda block, out_block: seen.append((int(block[0, 0]) // 7, len(block))), data, out)
+        return sorted(seen)
+    try:
+        assert calls(1) == calls(2) == calls(3) == [(start, min(7, 50 - start)) for start in range(0, 50, 7)]
+    finally:
+        tg.set_num_threads(threads.default_threads())
