@@ -112,7 +112,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
         out = xhat if weight is None else xhat * weight                 # scale
         return out if bias is None else out + bias                      # shift
 
-    # fused: every row at once, (N, C), the rows split across the cores (threads.by_rows)
+    # fused: the rows, (N, C), in cache-sized tiles shared across the cores (threads.by_rows)
     channels = x.shape[-1]
     data = threads.rows(x.data)
     average = np.full((channels, 1), 1 / channels, data.dtype)   # rows @ average: row means, faster

@@ -308,7 +308,8 @@ class Tensor:
             return 0.5 * self * (1 + (np.sqrt(2 / np.pi) * (self + 0.044715 * self ** 3)).tanh())
         # fused: one node, computed in place in as few arrays as it can, since this op runs
         # on a transformer's largest activations and numpy updates an array in place faster
-        # than it writes a new one; its rows are split across the cores (threads.by_rows)
+        # than it writes a new one; its rows go in cache-sized tiles, shared across the cores
+        # (threads.by_rows)
         x = np.require(self.data, requirements="C")        # rows() views it; a 0-d x stays 0-d
         c, k = np.asarray(np.sqrt(2 / np.pi), x.dtype), 0.044715
         buf, out = np.empty_like(x), np.empty_like(x)
