@@ -19,7 +19,8 @@ its own: in one process, OpenBLAS's worker threads (numpy) and PyTorch's OpenMP 
 spin-wait for work on the same two cores and slow each other down. The processes
 alternate for --rounds rounds, so drifting machine load hits both alike; each figure is
 the median over rounds of each process's median step. MFU is the step's matmul FLOPs per
-second over the float32 matmul rate numpy reaches on this machine, measured at the start.
+second over the float32 matmul rate numpy reaches on this machine: measured before each round
+(the rate swings from minute to minute on a shared machine), the median of those.
 On a virtual machine it also prints the share of the CPUs' time the host took for others
 while the engines ran (steal, from /proc/stat): a run with more than a few percent swings.
 --fixed times tensorgrad and the hand-written step on a model so small (n_embd 16, block 8,
@@ -223,10 +224,13 @@ def run_child(engine, config, steps, threads):
     return ms, mib
 
 
-def compare(config, steps, threads, rounds, engines):
-    """{engine: median over rounds of its median ms per step}, the engines' processes alternating."""
+def compare(config, steps, threads, rounds, engines, rates=None):
+    """{engine: median over rounds of its median ms per step}, the engines' processes alternating;
+    with a list `rates`, numpy's matmul rate is measured into it before each round."""
     times = {engine: [] for engine in engines}
     for _ in range(rounds):
+        if rates is not None:
+            rates.append(matmul_rate(0.5))
         for engine in engines:
             times[engine].append(run_child(engine, config, steps, threads)[0])
     return {engine: float(np.median(t)) for engine, t in times.items()}
@@ -260,8 +264,8 @@ def main():
         if name in os.environ:
             print(f"warning: {name} is set; on this team's machines it halves numpy's matmul speed")
     ticks = cpu_ticks()
-    rate = matmul_rate()
-    print(f"numpy float32 matmul: {rate:.0f} GFLOP/s\n")
+    all_rates = []   # numpy's float32 matmul GFLOP/s, measured before each round
+    print()
 
     configs = [("nanoGPT CPU config", CONFIG)]
     if args.scaling:
@@ -273,17 +277,21 @@ def main():
     for title, config in configs:
         # for the default model, the one-process engines join the same alternation
         extra = list(ONE_PROCESS) if config is CONFIG else []
-        ms = compare(config, args.steps, args.threads, args.rounds, ["tensorgrad", *peers, *extra])
+        rates = []
+        ms = compare(config, args.steps, args.threads, args.rounds, ["tensorgrad", *peers, *extra], rates)
+        all_rates += rates
         if extra:
             one_process = ms
         tokens = config["batch_size"] * config["block_size"]
-        mfu = step_flops(**config) / (ms["tensorgrad"] / 1e3) / (rate * 1e9)
+        mfu = step_flops(**config) / (ms["tensorgrad"] / 1e3) / (float(np.median(rates)) * 1e9)
         line = f"{title:22s} {ms['tensorgrad']:13.1f} {tokens / ms['tensorgrad'] * 1e3:9.0f} {mfu:5.0%}"
         line += (f" {ms['pytorch']:10.1f} {ms['tensorgrad'] / ms['pytorch']:11.2f}" if has_torch
                  else f" {'-':>10s} {'-':>11s}")
         line += f" {ms['numpy']:9.1f} {ms['tensorgrad'] / ms['numpy']:11.2f}"
         print(line, flush=True)
 
+    print(f"numpy float32 matmul, measured before each round: median {np.median(all_rates):.0f} GFLOP/s "
+          f"({min(all_rates):.0f}-{max(all_rates):.0f}); each MFU is over its configuration's median")
     ms = one_process
     print(f"\none process each, nanoGPT CPU config: tensorgrad and numpy on {args.threads} BLAS threads"
           + (f" (pytorch: the figure above, {args.threads} threads)" if has_torch else ""))
