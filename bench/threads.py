@@ -12,7 +12,8 @@ call's new arrays are not fresh pages from the system: faulting those in is slow
 threads it would look as if the threads paid. Each figure is the median of 100 calls, the best
 over --rounds alternating rounds. The split costs a fixed hand-over per call (a thread woken,
 Python's lock passed back and forth for each numpy call), so it pays only on work large enough:
-MIN_ELEMENTS_PER_THREAD says where. AdamW's parameters are not tiled (each is one item).
+MIN_ELEMENTS_PER_THREAD says where. AdamW's step splits whole parameters across the threads
+and tiles each parameter's rows.
 """
 import argparse
 import os

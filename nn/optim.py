@@ -2,7 +2,8 @@
 
 Updates are in place on each parameter's array (`p.data`), vectorized with numpy. The
 parameters are split across the cores (tensorgrad.threads.split): each is updated by one
-thread, with the same numpy calls as alone, so any number of threads gives the same numbers.
+thread, with the same numpy calls as alone, so any number of threads gives the same numbers;
+Adam's passes go over each in cache-sized tiles of rows (tensorgrad.threads.by_rows).
 """
 import math
 import numbers
@@ -115,8 +116,11 @@ class Adam(Optimizer):
     def update(self, i, w, g):
         # t as a python int: a numpy int64 would make the scalar factors of adam_update numpy
         # float64s, and numpy would then run each pass over these float32 arrays in float64, more slowly
-        adam_update(w, g, self.m[i], self.v[i], self._scratch(w), int(self.updates[i]), self.lr, self.betas,
-                    self.eps)
+        t, arrays = int(self.updates[i]), (w, g, self.m[i], self.v[i], self._scratch(w))
+        if w.ndim == 0:
+            return adam_update(*arrays, t, self.lr, self.betas, self.eps)
+        # in tiles of rows (threads.by_rows), so that a large matrix's ten passes stay in the cache
+        threads.by_rows(lambda *tiles: adam_update(*tiles, t, self.lr, self.betas, self.eps), *arrays)
 
     def _scratch(self, w):
         """A scratch array shaped like w, a view of this thread's scratch buffer."""

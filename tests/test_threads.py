@@ -230,3 +230,21 @@ def test_by_rows_cuts_the_same_tiles_for_any_number_of_threads(monkeypatch):
         assert calls(1) == calls(2) == calls(3) == [(start, min(7, 50 - start)) for start in range(0, 50, 7)]
     finally:
         tg.set_num_threads(threads.default_threads())
+
+
+def test_adam_in_tiles_gives_the_same_bits_as_whole_arrays(monkeypatch):
+    """Adam's passes go over each parameter in tiles of rows; any tile size, the same numbers."""
+    def trained(tile_elements):
+        monkeypatch.setattr(threads, "TILE_ELEMENTS", tile_elements)
+        rng = np.random.default_rng(0)
+        shapes = [(40, 30), (30,), (), (0, 3), (5, 4, 3)]
+        params = [tg.tensor(rng.standard_normal(shape, dtype=np.float32), requires_grad=True) for shape in shapes]
+        optimizer = nn.optim.AdamW(params, lr=1e-2, weight_decay=0.1)
+        for _ in range(3):
+            for p in params:
+                p.grad = rng.standard_normal(p.shape, dtype=np.float32)
+            optimizer.step()
+        return [p.data.copy() for p in params] + [m.copy() for m in optimizer.m + optimizer.v]
+    whole = trained(1 << 40)
+    for tile_elements in (64, 7):   # tiles of a few rows, and of one row
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(whole, trained(tile_elements)))
