@@ -118,9 +118,13 @@ class Adam(Optimizer):
         # float64s, and numpy would then run each pass over these float32 arrays in float64, more slowly
         t, arrays = int(self.updates[i]), (w, g, self.m[i], self.v[i], self._scratch(w))
         if w.ndim == 0:
-            return adam_update(*arrays, t, self.lr, self.betas, self.eps)
+            return self.update_tile(t, *arrays)
         # in tiles of rows (threads.by_rows), so that a large matrix's ten passes stay in the cache
-        threads.by_rows(lambda *tiles: adam_update(*tiles, t, self.lr, self.betas, self.eps), *arrays)
+        threads.by_rows(lambda *tiles: self.update_tile(t, *tiles), *arrays)
+
+    def update_tile(self, t, w, g, m, v, tmp):
+        """The update of one tile of rows of a parameter (or of a whole 0-d one)."""
+        adam_update(w, g, m, v, tmp, t, self.lr, self.betas, self.eps)
 
     def _scratch(self, w):
         """A scratch array shaped like w, a view of this thread's scratch buffer."""
@@ -164,10 +168,12 @@ class AdamW(Adam):
         require("AdamW", "weight_decay", weight_decay, lambda v: v >= 0, "a finite number >= 0")
         self.weight_decay = weight_decay
 
-    def update(self, i, w, g):
+    def update_tile(self, t, w, g, m, v, tmp):
+        # the decay in the same tile as Adam's passes, while the tile is in the cache;
+        # a tile of a matrix's rows is itself a matrix, so w.ndim still tells what to decay
         if w.ndim >= 2:
             w *= 1 - self.lr * self.weight_decay
-        super().update(i, w, g)
+        super().update_tile(t, w, g, m, v, tmp)
 
 
 def grad_norm(params):
