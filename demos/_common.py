@@ -213,7 +213,11 @@ def load_model(path):
     if not os.path.isdir(path):
         return train.run.load_checkpoint(path)
     model = nn.GPT.from_gpt2(path)
-    return model, nn.export.char_tokenizer(path) or SubwordTokenizer(os.path.join(path, nn.export.TOKENIZER)), {}
+    tokenizer = nn.export.char_tokenizer(path) or SubwordTokenizer(os.path.join(path, nn.export.TOKENIZER))
+    if tokenizer.vocab_size > model.config["vocab_size"]:   # fewer is fine: a vocabulary padded, as nanoGPT pads
+        raise nn.CheckpointError(f"{path}: its tokenizer has {tokenizer.vocab_size} tokens but the model's "
+                                 f"vocabulary is {model.config['vocab_size']}: the tokenizer is another model's")
+    return model, tokenizer, {}
 
 
 class SubwordTokenizer:
@@ -226,7 +230,11 @@ class SubwordTokenizer:
             raise SystemExit(f"{path}: reading this tokenizer needs the tokenizers library: pip install tokenizers")
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{os.path.dirname(path)} has no {os.path.basename(path)}: no tokenizer")
-        self._tokenizer = Tokenizer.from_file(path)
+        try:
+            self._tokenizer = Tokenizer.from_file(path)
+        except Exception as error:   # the library raises a bare Exception for a file it cannot parse
+            import nn
+            raise nn.CheckpointError(f"{path}: the tokenizers library cannot read it: {error}") from error
         self.vocab_size = self._tokenizer.get_vocab_size()
 
     def encode(self, text):

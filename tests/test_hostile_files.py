@@ -343,6 +343,35 @@ def test_a_tokenizer_json_of_the_wrong_types_names_the_field_and_the_file(folder
         assert_one_line_refusal(run("sample_chargpt.py", folder), "tokenizer.json", "'zz'")
 
 
+def subword_tokenizer_json(vocab, merges):
+    """A tokenizers BPE file with merges (so not a character vocabulary: the demos read it with the
+    tokenizers library), as GPT-2's own tokenizer.json is laid out."""
+    return json.dumps({"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+                       "pre_tokenizer": None, "post_processor": None, "decoder": {"type": "Fuse"},
+                       "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                                 "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                                 "ignore_merges": False, "vocab": vocab, "merges": merges}})
+
+
+def test_a_tokenizer_json_the_tokenizers_library_cannot_parse_is_one_line_naming_the_file(folder):
+    """The library raises a bare Exception ("Token `q` out of vocabulary"): the demos say which file."""
+    pytest.importorskip("tokenizers")
+    (folder / "tokenizer.json").write_text(subword_tokenizer_json({"a": 0, "b": 1, "ab": 2}, ["a q"]))
+    for result in (run("sample_chargpt.py", folder), run("attention_heads.py", "--checkpoint", folder, "--out",
+                                                          folder.parent)):
+        assert_one_line_refusal(result, "tokenizer.json: the tokenizers library cannot read it", "`q`")
+
+
+def test_a_tokenizer_larger_than_the_models_vocabulary_is_refused_before_sampling(folder):
+    """Its ids past the model's vocabulary would be an IndexError in the middle of generate."""
+    pytest.importorskip("tokenizers")
+    vocab = {char: i for i, char in enumerate("abcdefghijklmnopqrstuvwxyz")}
+    (folder / "tokenizer.json").write_text(subword_tokenizer_json({**vocab, "ab": 26}, [["a", "b"]]))
+    result = run("sample_chargpt.py", folder, "--prompt", "zz")
+    assert_one_line_refusal(result, str(folder), f"its tokenizer has 27 tokens but the model's vocabulary is "
+                                                 f"{len(CHARS)}")
+
+
 @pytest.mark.parametrize("index", [{"weight_map": ["model.safetensors"]}, {"weight_map": {"w": 5}}, [1],
                                    {"weight_map": {"w": ".."}}],
                          ids=["map-a-list", "file-a-number", "a-list", "parent-folder"])
