@@ -7,9 +7,10 @@ before any memory is taken for it: a header must fit inside the file, each tenso
 must lie inside the data and be exactly as many as its dtype and shape need, and together
 they must cover the data with no gap and no overlap. Nothing in a file is ever executed
 (no pickle). Every refusal is a CheckpointError naming the file and what is wrong.
-The safetensors package writes the files (safetensors.numpy.save); reading, once the
-header has passed, is a seek and a read into each array, so the checks and the offsets
-they checked are the ones used.
+Writing streams the header and then each array's bytes (write_safetensors); reading, once
+the header has passed, is a seek and a read into each array, so the checks and the offsets
+they checked are the ones used. Neither needs the safetensors package: the tests prove that
+it reads what is written here, and that Hugging Face's files are read here.
 
 Every JSON text read as input (a safetensors header, a checkpoint's metadata, a GPT-2
 folder's config.json, tokenizer.json and shard index) goes through parse_json or read_json:
@@ -48,13 +49,32 @@ class CheckpointError(ValueError):
 # ---- safetensors ---------------------------------------------------------------------------
 def write_safetensors(path, arrays, metadata):
     """{name: ndarray} and metadata {str: str} as one safetensors file at `path`, written to
-    a temporary file and renamed (nn/atomic.py). The file is built in memory first."""
-    # imported here, at the first save: importing safetensors.numpy moves glibc's malloc
-    # thresholds for the whole process (as train.memory does on purpose), so `import nn` leaves it out
-    import safetensors.numpy
-    arrays = {name: np.ascontiguousarray(array) for name, array in arrays.items()}   # it reads raw memory
-    contents = safetensors.numpy.save(arrays, metadata)
-    write_atomically(path, lambda file: file.write(contents))
+    a temporary file and renamed (nn/atomic.py). Streamed: the header, then each array's own
+    bytes, so saving takes no second copy of the model (only a non-contiguous or big-endian
+    array is copied, one at a time)."""
+    codes = {np.dtype(dtype): code for code, dtype in DTYPES.items()}
+    for name, array in arrays.items():
+        if array.dtype.newbyteorder("=") not in codes:
+            raise ValueError(f"write_safetensors: tensor {name!r} has dtype {array.dtype}, which safetensors has no "
+                             f"code for; expected one of {', '.join(str(np.dtype(d)) for d in DTYPES.values())}")
+    # the largest items first: the data starts 8-byte aligned, so every tensor then starts at a
+    # multiple of its item size, and a reader that maps the file can view each in place
+    names = sorted(arrays, key=lambda name: -arrays[name].dtype.itemsize)
+    header, offset = {"__metadata__": metadata}, 0
+    for name in names:
+        array = arrays[name]
+        header[name] = {"dtype": codes[array.dtype.newbyteorder("=")], "shape": list(array.shape),
+                        "data_offsets": [offset, offset + array.nbytes]}
+        offset += array.nbytes
+    text = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)   # padded with spaces, as safetensors pads: the data 8-byte aligned
+
+    def write(file):
+        file.write(struct.pack("<Q", len(text)) + text)
+        for name in names:
+            array = np.ascontiguousarray(arrays[name], arrays[name].dtype.newbyteorder("<"))   # safetensors is little-endian
+            file.write(array.reshape(-1).view(np.uint8))
+    write_atomically(path, write)
 
 
 def read_safetensors(path, names=None):

@@ -114,6 +114,64 @@ def test_pytorch_reads_the_file_with_safetensors_torch(tmp_path):
         np.testing.assert_array_equal(tensors["optimizer/" + name].numpy(), array, err_msg=name)
 
 
+def every_kind_of_array():
+    """{name: array} of each dtype safetensors and numpy share, with the shapes and layouts
+    that trip a writer: 0-d, empty, 3-d, transposed (not contiguous), big-endian, a non-ASCII name."""
+    rng = np.random.default_rng(0)
+    arrays = {f"{np.dtype(dtype).name}": (rng.standard_normal(7) * 50).astype(dtype)
+              for dtype in nn.tensorfile.DTYPES.values()}
+    arrays.update({"scalar": np.array(2.5), "empty": np.zeros((0, 3), np.float16),
+                   "cube": rng.standard_normal((2, 3, 4)).astype(np.float32),
+                   "transposed": rng.standard_normal((4, 3)).astype(np.float32).T,
+                   "big-endian": np.arange(5, dtype=">i4"), "poids.é": np.ones(3, np.float32)})
+    return arrays
+
+
+def test_the_safetensors_package_reads_every_kind_of_array_as_written(tmp_path):
+    arrays, metadata = every_kind_of_array(), {"note": "é, \"quoted\"", "crc32": "00000000"}
+    path = tmp_path / "all.safetensors"
+    nn.tensorfile.write_safetensors(path, arrays, metadata)
+    theirs = safetensors.numpy.load_file(path)
+    ours, our_metadata = nn.tensorfile.read_safetensors(path)
+    with safetensors.safe_open(path, framework="np") as file:
+        assert file.metadata() == metadata == our_metadata
+    for read in (theirs, ours):
+        assert set(read) == set(arrays)
+        for name, array in arrays.items():
+            assert read[name].shape == array.shape and read[name].dtype == array.dtype.newbyteorder("="), name
+            np.testing.assert_array_equal(read[name], array, err_msg=name)
+
+
+def test_each_tensor_starts_at_a_multiple_of_its_item_size(tmp_path):
+    """So that a reader that maps the file (safetensors' own, PyTorch's) views each in place."""
+    path = tmp_path / "all.safetensors"
+    nn.tensorfile.write_safetensors(path, every_kind_of_array(), {})
+    layout, data_start, _ = nn.tensorfile.safetensors_layout(path)
+    assert data_start % 8 == 0
+    assert all(begin % dtype.itemsize == 0 for dtype, _, begin in layout.values())
+
+
+def test_saving_streams_the_arrays_without_a_second_copy_of_the_model(tmp_path):
+    model = nn.GPT(65, 64, 2, 4, 128)
+    arrays = model.state_dict()
+    size = sum(array.nbytes for array in arrays.values())
+    tracemalloc.start()
+    try:
+        nn.tensorfile.write_safetensors(tmp_path / "m.safetensors", arrays, {})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert size > 1_000_000 and peak < size / 10, (peak, size)
+
+
+def test_an_array_safetensors_has_no_dtype_for_is_refused_by_name(tmp_path):
+    path = tmp_path / "c.safetensors"
+    with pytest.raises(ValueError, match=r"write_safetensors: tensor 'z' has dtype complex64, which safetensors "
+                                         r"has no code for; expected one of float64, float32"):
+        nn.tensorfile.write_safetensors(path, {"w": np.ones(2, np.float32), "z": np.ones(2, np.complex64)}, {})
+    assert not path.exists()
+
+
 # ---- round trips ----------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def save_v01(write_v01):

@@ -118,17 +118,16 @@ def step_bytes(model_config, batch_size, processes=1):
     and backward holds up to half as much again at its peak (the gradients in flight and the
     fused ops' temporaries): 1.5 times that, for each of the batch_size * block_size tokens.
 
-    Checkpoint: at an evaluation's step nn.save builds the file in memory, the weights and
-    both moments three times over on their way (safetensors' numpy bytes of each array, its
-    serializer's buffer, the bytes object it returns), beside the copy of the weights the
-    gradient health takes: 3 * 3 + 1 parameter-sized arrays."""
+    Checkpoint: at an evaluation's step nn.save copies the weights and both moments (the
+    state dicts) and streams them to the file, beside the copy of the weights the gradient
+    health takes: 3 + 1 parameter-sized arrays."""
     c = model_config
     kept = c["n_layer"] * (25 * c["n_embd"] + c["n_head"] * c["block_size"]) + 4 * c["n_embd"] + 2 * c["vocab_size"]
     parameters = gpt_parameters(**c)
     copies = 4 if processes == 1 else 2 * processes + 7
     return {"parameters": 4 * copies * parameters,
             "activations": 4 * 3 * kept * batch_size * c["block_size"] // 2,
-            "checkpoint": 4 * 10 * parameters}
+            "checkpoint": 4 * 4 * parameters}
 
 
 def peak_bytes(need):
