@@ -40,6 +40,7 @@ MAX_BYTES = np.iinfo(np.intp).max   # numpy's limit on an array's size times its
 DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
           "I16": np.int16, "I8": np.int8, "U64": np.uint64, "U32": np.uint32, "U16": np.uint16,
           "U8": np.uint8, "BOOL": np.bool_}   # the safetensors dtypes numpy has
+CODES = {np.dtype(dtype): code for code, dtype in DTYPES.items()}   # and back: numpy's dtype -> its code
 
 
 class CheckpointError(ValueError):
@@ -52,19 +53,17 @@ def write_safetensors(path, arrays, metadata):
     a temporary file and renamed (nn/atomic.py). Streamed: the header, then each array's own
     bytes, so saving takes no second copy of the model (only a non-contiguous or big-endian
     array is copied, one at a time)."""
-    codes = {np.dtype(dtype): code for code, dtype in DTYPES.items()}
-    for name, array in arrays.items():
-        if array.dtype.newbyteorder("=") not in codes:
-            raise ValueError(f"write_safetensors: tensor {name!r} has dtype {array.dtype}, which safetensors has no "
-                             f"code for; expected one of {', '.join(str(np.dtype(d)) for d in DTYPES.values())}")
     # the largest items first: the data starts 8-byte aligned, so every tensor then starts at a
     # multiple of its item size, and a reader that maps the file can view each in place
     names = sorted(arrays, key=lambda name: -arrays[name].dtype.itemsize)
     header, offset = {"__metadata__": metadata}, 0
     for name in names:
         array = arrays[name]
-        header[name] = {"dtype": codes[array.dtype.newbyteorder("=")], "shape": list(array.shape),
-                        "data_offsets": [offset, offset + array.nbytes]}
+        code = CODES.get(array.dtype.newbyteorder("="))   # the byte order aside: the bytes go little-endian
+        if code is None:
+            raise ValueError(f"write_safetensors: tensor {name!r} has dtype {array.dtype}, which safetensors has no "
+                             f"code for; expected one of {', '.join(str(dtype) for dtype in CODES)}")
+        header[name] = {"dtype": code, "shape": list(array.shape), "data_offsets": [offset, offset + array.nbytes]}
         offset += array.nbytes
     text = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)   # padded with spaces, as safetensors pads: the data 8-byte aligned
