@@ -1,19 +1,16 @@
 """The random number generator of nn: parameter init and dropout draw from it, so one
-seed (nn.manual_seed) makes a run repeatable, and its state can travel in a checkpoint.
+seed makes a run repeatable, and its state can travel in a checkpoint. It is tensorgrad's
+generator, so nn.manual_seed is tg.manual_seed (PyTorch's torch.manual_seed).
 train.parallel runs each part of a batch drawing from a generator of its own, seeded from
 this one (drawing_from), so a run is repeatable for a given number of processes."""
 import contextlib
 
 import numpy as np
 
-generator = np.random.default_rng()
+from tensorgrad.creation import generator, manual_seed   # one stream: tg.manual_seed seeds nn's too
+
 _instead = None   # the generator drawing_from() put in place of nn's, if any
 _skipping_init = False   # inside skipping_init(): layers leave their weights undrawn
-
-
-def manual_seed(seed):
-    """Reseed nn's generator in place (every module that holds it sees the new stream)."""
-    generator.bit_generator.state = np.random.PCG64(seed).state
 
 
 def get_state():

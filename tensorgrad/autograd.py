@@ -166,7 +166,7 @@ def backward(root, grad=None, retain_graph=False, intermediate_grads=True):
         if node._parents:
             check_not_freed(node)
             node.grad = None   # an intermediate's grad is this call's, not a sum over calls
-    root.grad = seed if root.grad is None else root.grad + seed
+    root.grad = seed if root.grad is None else np.asarray(root.grad + seed)   # 0-d + 0-d: a scalar
 
     gradients = Accumulator()
     for node in order:
@@ -260,7 +260,7 @@ class Accumulator:
             x.grad = contribution
             self.owned.add(id(x))
         else:
-            x.grad = x.grad + contribution
+            x.grad = np.asarray(x.grad + contribution)   # numpy adds two 0-d arrays into a scalar
             self.owned.add(id(x))
 
     def writable_grad(self, x):

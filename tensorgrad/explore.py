@@ -156,7 +156,7 @@ def _steps(order, number, problem):
             kind, derivative = _local_derivative(node, index)
             contribution = autograd.dense(contributions[index], parent.shape, parent.dtype).astype(parent.dtype)
             first = id(parent) not in sums
-            sums[id(parent)] = contribution if first else sums[id(parent)] + contribution   # input.grad += ...
+            sums[id(parent)] = contribution if first else np.asarray(sums[id(parent)] + contribution)   # input.grad += ...
             edge.update(local=None if kind is None else {"kind": kind, "view": _view(derivative)},
                         contribution="same" if first else _view(contribution),
                         after=_view(sums[id(parent)], whole=True))

@@ -13,13 +13,24 @@ written beside it like the math.
 
 Dtypes: python floats become float32 (speed); float64 arrays stay float64 (gradcheck);
 python and numpy scalars take the tensor's dtype, so no op turns float32 into float64.
+Integers follow PyTorch's rules: an integer tensor meets a float (or is divided, or goes
+through exp, log, tanh...) as float32 (the table is in docs/engine.md).
+
+More ops live beside this file, one function each with its vjps and rules: shape_ops.py
+(squeeze, expand, tril...), math_ops.py (sin, clip, logsumexp...), pytorch.py (casts and
+PyTorch's names); tensorgrad/__init__.py makes them Tensor methods too.
 """
+import functools
+import warnings
+
 import numpy as np
 
 from . import autograd, threads
 from .autograd import modes
+from .pytorch import torch_names
 
 DEFAULT_FLOAT = np.float32
+_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}   # PyTorch's kinds: bool < integer < float < complex
 
 
 def _as_array(data, dtype=None):
@@ -34,6 +45,20 @@ def _as_array(data, dtype=None):
         raise TypeError(f"a tensor holds numbers, got dtype {array.dtype} from {type(data).__name__} "
                         f"{repr(data)[:40]}: give numbers (floats, ints or bools)")
     return array
+
+
+def _is_float(array):
+    return array.dtype.kind in "fc"
+
+
+def _floating(op):
+    """An integer or bool tensor goes through `op` as float32: exp(2) is a float, as in PyTorch."""
+    @functools.wraps(op)
+    def on_floats(self, *args, **kwargs):
+        if not _is_float(self.data):
+            self = Tensor(self.data.astype(DEFAULT_FLOAT))
+        return op(self, *args, **kwargs)
+    return on_floats
 
 
 class Tensor:
@@ -71,8 +96,17 @@ class Tensor:
     rules = property(lambda self: self._rules,
                      doc="the op's local-derivative rule for each input (text), or None")
 
+    device = property(lambda self: "cpu", doc="where the data lives: the CPU (numpy arrays)")
+
     def item(self):
         return self.data.item()
+
+    def tolist(self):
+        return self.data.tolist()
+
+    def numel(self):
+        """The number of elements (PyTorch's name for numpy's .size)."""
+        return self.data.size
 
     def numpy(self):
         """The underlying array (shared, not copied)."""
@@ -87,6 +121,41 @@ class Tensor:
 
     def __bool__(self):
         return bool(self.data)
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        """A 0-d integer tensor works where Python wants an int: data[i:i + 8], range(n)."""
+        if self.ndim or self.dtype.kind not in "iu":
+            raise TypeError(f"only a 0-d integer tensor can be used as an index, got shape "
+                            f"{self.shape} and dtype {self.dtype}")
+        return int(self.data)
+
+    def __format__(self, spec):
+        """f"{loss:.4f}" formats a 0-d tensor's number, as PyTorch does."""
+        return format(self.item(), spec) if self.ndim == 0 else super().__format__(spec)
+
+    def __iter__(self):
+        """The tensors along the first axis (each one `self[i]`, in the graph)."""
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor: use .item() for its number")
+        return (self[i] for i in range(len(self)))
+
+    def __setitem__(self, index, value):
+        """t[index] = value, in place, into a tensor that no gradient flows through: a leaf
+        that needs none (a buffer of losses, a mask), or any leaf under no_grad() (initialising
+        a parameter). Writing into an op's output, or into a leaf backward will differentiate
+        by, would change values the graph has saved."""
+        if self._parents or (self.requires_grad and modes.grad_enabled):
+            made = f"the output of op '{self._op}'" if self._parents else "a tensor that requires grad"
+            raise RuntimeError(f"setitem: cannot write into {made} (shape {self.shape}): backward "
+                               "would use the changed values; write into a copy (t.detach() "
+                               "made with tg.tensor), or, for a leaf, under tg.no_grad()")
+        self.data[_index(index)] = value.data if isinstance(value, Tensor) else value
 
     def __repr__(self):
         body = np.array2string(self.data, separator=", ", precision=4, threshold=20, prefix="tensor(")
@@ -109,12 +178,17 @@ class Tensor:
         autograd.backward(self, grad, retain_graph, intermediate_grads)
 
     def _lift(self, value):
-        """`value` as a Tensor; a python or numpy scalar takes this float tensor's dtype."""
+        """`value` as a Tensor. A python or numpy scalar is "weak", as in PyTorch: it takes
+        this tensor's dtype, unless it is of a higher kind (a float meeting an integer
+        tensor is float32; an int meeting a bool tensor, int64)."""
         if isinstance(value, Tensor):
             return value
-        if self.data.dtype.kind == "f" and isinstance(value, (int, float, np.number)):
-            return Tensor(np.asarray(value, dtype=self.data.dtype))
-        return Tensor(value)
+        if not isinstance(value, (bool, int, float, np.bool_, np.number)):
+            return Tensor(value)
+        scalar = np.asarray(value)
+        if _RANK[scalar.dtype.kind] <= _RANK[self.data.dtype.kind]:
+            return Tensor(scalar.astype(self.data.dtype))
+        return Tensor(scalar.astype(DEFAULT_FLOAT) if scalar.dtype.kind == "f" else scalar)
 
     # ---- arithmetic: a op b broadcasts like numpy ---------------------------------------
     def __add__(self, other):
@@ -139,19 +213,28 @@ class Tensor:
     def __truediv__(self, other):
         other = self._lift(other)
         a, b = self.data, other.data
-        return make_op("div", _broadcasting("div", np.divide, self, other), (self, other),
+        floats = None if _is_float(a) or _is_float(b) else DEFAULT_FLOAT   # int / int is a float
+        return make_op("div", _broadcasting("div", np.divide, self, other, floats), (self, other),
                        vjps=(lambda g: g / b, lambda g: -g * a / (b * b)),
                        rules=("d(a/b)/da = 1/b", "d(a/b)/db = -a/b²"), fresh=True)
 
     def __pow__(self, exponent):
         exponent = self._lift(exponent)
         a, b = self.data, exponent.data
+        if not (_is_float(a) or _is_float(b)) and (b < 0).any():
+            raise ValueError(f"pow: integers to negative integer powers are not allowed (a tensor of "
+                             f"dtype {a.dtype} to the power {b.min()}): make the base a float, "
+                             f"x.float() ** {b.min()}")
         out = _broadcasting("pow", np.power, self, exponent)
-        # d/da is taken as 0 where b = 0 (a^0 = 1 is constant, even at a = 0), and d/db as 0
-        # at a = 0 (where a^b is 0 for every b > 0)
+
+        def grad_exponent(g):
+            # a^b·ln(a), taken as 0 at a = 0 for b >= 0 (a^b is constant 0 or 1 there); at
+            # a = 0, b < 0 it is inf·(-inf) = -inf, the limit, as in PyTorch
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return g * np.where((a == 0) & (b >= 0), 0, out * np.log(a))
+        # d/da is taken as 0 where b = 0 (a^0 = 1 is constant, even at a = 0)
         return make_op("pow", out, (self, exponent),
-                       vjps=(lambda g: g * np.where(b == 0, 0, b * a ** (b - 1)),
-                             lambda g: g * out * np.log(np.where(a == 0, 1, a))),
+                       vjps=(lambda g: g * np.where(b == 0, 0, b * a ** (b - 1)), grad_exponent),
                        rules=("d(a^b)/da = b·a^(b-1)", "d(a^b)/db = a^b·ln(a)"), fresh=True)
 
     def __neg__(self):
@@ -230,22 +313,27 @@ class Tensor:
         return Tensor(self.data != self._lift(other).data)
 
     # ---- reductions: axis is None, an int or a tuple, as in numpy ------------------------
+    @torch_names
     def sum(self, axis=None, keepdims=False):
         axes, shape = _axes("sum", axis, self.ndim), self.shape
         return make_op("sum", self.data.sum(axis=axes, keepdims=keepdims), (self,),
                        vjps=(lambda g: np.broadcast_to(_keep(g, axes, keepdims), shape),),
                        rules=("d(Σx)/dx_i = 1: g spread back over the summed axes",))
 
+    @torch_names
     def mean(self, axis=None, keepdims=False):
         axes, shape = _axes("mean", axis, self.ndim), self.shape
         count = int(np.prod([shape[i] for i in axes]))
-        return make_op("mean", self.data.mean(axis=axes, keepdims=keepdims), (self,),
+        dtype = None if _is_float(self.data) else DEFAULT_FLOAT   # the mean of integers is a float
+        return make_op("mean", self.data.mean(axis=axes, keepdims=keepdims, dtype=dtype), (self,),
                        vjps=(lambda g: np.broadcast_to(_keep(g, axes, keepdims) / count, shape),),
                        rules=(f"d(mean x)/dx_i = 1/n, n = {count}",))
 
+    @torch_names
     def max(self, axis=None, keepdims=False):
         return self._extreme("max", np.max, axis, keepdims)
 
+    @torch_names
     def min(self, axis=None, keepdims=False):
         return self._extreme("min", np.min, axis, keepdims)
 
@@ -262,20 +350,28 @@ class Tensor:
                        rules=(f"d({op} x)/dx_i = 1 where x_i is the {op} (ties share it), else 0",),
                        fresh=True)
 
-    def var(self, axis=None, keepdims=False):
-        """Population variance (ddof=0, as numpy): mean((x - mean(x))^2)."""
-        _axes("var", axis, self.ndim)
-        return ((self - self.mean(axis, keepdims=True)) ** 2).mean(axis, keepdims)
+    @torch_names
+    def var(self, axis=None, keepdims=False, ddof=0):
+        """Variance, mean((x - mean(x))²): numpy's ddof=0, the population's (PyTorch's
+        default is correction=1). With ddof, the squares' sum over n - ddof."""
+        axes = _axes("var", axis, self.ndim)
+        squares = (self - self.mean(axis, keepdims=True)) ** 2
+        if not ddof:
+            return squares.mean(axis, keepdims)
+        return squares.sum(axis, keepdims) / (int(np.prod([self.shape[i] for i in axes])) - ddof)
 
     # ---- elementwise functions ----------------------------------------------------------
+    @_floating
     def exp(self):
         out = np.exp(self.data)
         return make_op("exp", out, (self,), vjps=(lambda g: g * out,), rules=("d(e^x)/dx = e^x",), fresh=True)
 
+    @_floating
     def log(self):
         x = self.data
         return make_op("log", np.log(x), (self,), vjps=(lambda g: g / x,), rules=("d(ln x)/dx = 1/x",), fresh=True)
 
+    @_floating
     def sqrt(self):
         out = np.sqrt(self.data)
         return make_op("sqrt", out, (self,), vjps=(lambda g: g / (2 * out),), rules=("d(√x)/dx = 1/(2√x)",),
@@ -286,11 +382,13 @@ class Tensor:
         return make_op("abs", np.abs(x), (self,), vjps=(lambda g: g * np.sign(x),),
                        rules=("d|x|/dx = sign(x), 0 at 0",), fresh=True)
 
+    @_floating
     def tanh(self):
         out = np.tanh(self.data)
         return make_op("tanh", out, (self,), vjps=(lambda g: g * (1 - out * out),),
                        rules=("d(tanh x)/dx = 1 - tanh²(x)",), fresh=True)
 
+    @_floating
     def sigmoid(self):
         out = 0.5 * (1 + np.tanh(0.5 * self.data))   # = 1/(1+e^-x), without overflow in e^-x
         return make_op("sigmoid", out, (self,), vjps=(lambda g: g * out * (1 - out),),
@@ -301,6 +399,7 @@ class Tensor:
         return make_op("relu", np.maximum(x, 0), (self,), vjps=(lambda g: g * (x > 0),),
                        rules=("d relu(x)/dx = 1 if x > 0, else 0",), fresh=True)
 
+    @_floating
     def gelu(self):
         """GELU, tanh approximation (GPT-2, nanoGPT): x/2·(1 + tanh(u)), u = c·(x + k·x³),
         c = √(2/π), k = 0.044715."""
@@ -344,6 +443,8 @@ class Tensor:
         return make_op("gelu", out, (self,), vjps=(vjp,), fresh=True,
                        rules=("d gelu(x)/dx = (1+t)/2 + x/2·(1-t²)·c·(1+3k·x²), t = tanh(c·(x + k·x³))",))
 
+    @_floating
+    @torch_names
     def softmax(self, axis=-1):
         """e^x_i / Σ_j e^x_j along `axis`: each slice becomes a distribution."""
         axis = _axes("softmax", axis, self.ndim)
@@ -359,6 +460,8 @@ class Tensor:
         return make_op("softmax", s, (self,), vjps=(lambda g: s * (g - (g * s).sum(axis=axis, keepdims=True)),),
                        rules=("dL/dx = s·(g - Σ_j g_j·s_j), s = softmax(x)",), fresh=True)
 
+    @_floating
+    @torch_names
     def log_softmax(self, axis=-1):
         """x - log Σ_j e^x_j along `axis` (the log of softmax, without its underflow)."""
         axis = _axes("log_softmax", axis, self.ndim)
@@ -388,17 +491,21 @@ class Tensor:
     def transpose(self, *axes):
         """Permute axes like np.transpose; no axes reverses them."""
         axes = _shape_arg(axes) or tuple(reversed(range(self.ndim)))
-        if sorted(a % self.ndim if self.ndim else a for a in axes) != list(range(self.ndim)):
+        if len(axes) != self.ndim or len({a % max(self.ndim, 1) for a in axes}) < self.ndim:
+            swap = f"; to swap two axes, as PyTorch's transpose(a, b) does, use swapaxes{axes}" if len(axes) == 2 else ""
             raise ValueError(f"transpose: axes {axes} are not a permutation of the {self.ndim} axes "
-                             f"of a tensor of shape {self.shape}")
-        positive = [a % self.ndim for a in axes]
+                             f"of a tensor of shape {self.shape}{swap}")
+        positive = _axes("transpose", axes, self.ndim)   # each axis in range
+        if len(axes) == 2 and positive == (0, 1):   # numpy's "keep both axes", PyTorch's "swap them"
+            warnings.warn(f"transpose{axes} on a 2-d tensor keeps its axes (numpy's meaning: a permutation); "
+                          f"to swap them, as PyTorch's transpose{axes} does, use swapaxes{axes} or .T", stacklevel=2)
         inverse = tuple(positive.index(i) for i in range(self.ndim))   # where each axis went
         return make_op("transpose", self.data.transpose(axes), (self,), vjps=(lambda g: g.transpose(inverse),),
                        rules=("dL/dx = g, its axes put back in x's order",))
 
     T = property(lambda self: self.transpose())
 
-    def swapaxes(self, axis1, axis2):
+    def swapaxes(self, axis1, axis2):   # PyTorch's transpose(a, b)
         """Swap two axes (np.swapaxes): k.swapaxes(-2, -1) is kᵀ for each matrix of a batch."""
         axes = list(range(self.ndim))
         first, second = _axes("swapaxes", (axis1, axis2), self.ndim)
@@ -407,7 +514,7 @@ class Tensor:
 
     def __getitem__(self, index):
         """numpy basic and integer-array indexing (an int Tensor works as an index array)."""
-        index = tuple(_index_part(i) for i in index) if isinstance(index, tuple) else _index_part(index)
+        index = _index(index)
         try:
             out = self.data[index]
         except IndexError as error:
@@ -418,6 +525,7 @@ class Tensor:
         return make_op("getitem", out, (self,), vjps=(lambda g: autograd.Scatter(index, g, repeats),),
                        rules=("d x[i]/dx = 1 at each picked place, 0 elsewhere: g scattered back",))
 
+    @torch_names
     def split(self, sections, axis=0):
         """np.split: `sections` equal parts, or a list of split points. Returns a list."""
         (axis,) = _axes("split", axis, self.ndim)
@@ -488,23 +596,26 @@ def make_op(op, data, inputs, vjps, rules=None, fresh=False):
 
 
 # ---- functions of several tensors -----------------------------------------------------
+@torch_names
 def cat(tensors, axis=0):
     """Join tensors along an existing axis (np.concatenate)."""
     tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
-    if not tensors:
-        raise ValueError("cat: needs at least one tensor")
-    try:
-        out = np.concatenate([t.data for t in tensors], axis=axis)
-    except ValueError:  # numpy's AxisError is a ValueError too
-        raise ValueError(f"cat: shapes {[t.shape for t in tensors]} cannot be joined along axis "
-                         f"{axis}: all axes but that one must match") from None
-    axis = axis % out.ndim
+    shapes = [t.shape for t in tensors]
+    if not tensors or not all(shapes):
+        raise ValueError(f"cat: needs one or more tensors of at least one axis, got shapes {shapes}: "
+                         "zero-dimensional tensors cannot be concatenated, stack them (tg.stack)")
+    (axis,) = _axes("cat", axis, len(shapes[0]))
+    if len({shape[:axis] + shape[axis + 1:] for shape in shapes}) > 1:
+        raise ValueError(f"cat: shapes {shapes} cannot be joined along axis {axis}: all axes but "
+                         "that one must match")
+    out = np.concatenate([t.data for t in tensors], axis=axis, dtype=_result_dtype(*tensors))
     ends = np.cumsum([t.shape[axis] for t in tensors])
     pieces = [(slice(None),) * axis + (slice(end - t.shape[axis], end),) for t, end in zip(tensors, ends)]
     return make_op("cat", out, tensors, vjps=tuple((lambda g, piece=piece: g[piece]) for piece in pieces),
                    rules=("dL/d(input) = g's slice where that input went",) * len(tensors))
 
 
+@torch_names
 def stack(tensors, axis=0):
     """Join tensors along a new axis: cat of each with a size-1 axis inserted."""
     tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
@@ -512,7 +623,7 @@ def stack(tensors, axis=0):
         raise ValueError("stack: needs at least one tensor")
     if len({t.shape for t in tensors}) > 1:
         raise ValueError(f"stack: all tensors must have the same shape, got {[t.shape for t in tensors]}")
-    axis = axis % (tensors[0].ndim + 1)
+    (axis,) = _axes("stack", axis, tensors[0].ndim + 1)
     return cat([t.reshape(t.shape[:axis] + (1,) + t.shape[axis:]) for t in tensors], axis)
 
 
@@ -523,7 +634,8 @@ def where(condition, a, b):
     if _broadcast_shape(condition, a.data, b.data) is None:
         raise ValueError(f"where: condition {condition.shape}, a {a.shape} and b {b.shape} "
                          "cannot be broadcast together")
-    return make_op("where", np.where(condition, a.data, b.data), (a, b),
+    dtype = _result_dtype(a, b)
+    return make_op("where", np.where(condition, a.data.astype(dtype), b.data.astype(dtype)), (a, b),
                    vjps=(lambda g: np.where(condition, g, 0), lambda g: np.where(condition, 0, g)),
                    rules=("d/da = 1 where condition, else 0", "d/db = 1 where not condition, else 0"), fresh=True)
 
@@ -538,39 +650,27 @@ def maximum(a, b):
                           "d max(a,b)/db = 1 if b > a, 1/2 on a tie, else 0"), fresh=True)
 
 
-# ---- making tensors -------------------------------------------------------------------
-def tensor(data, requires_grad=False, dtype=None, label=None):
-    """A new tensor holding a copy of `data`; python floats become float32."""
-    return Tensor(np.array(_as_array(data, dtype)), requires_grad=requires_grad, label=label)
-
-
-def zeros(*shape, dtype=DEFAULT_FLOAT, requires_grad=False):
-    return Tensor(np.zeros(_shape_arg(shape), dtype), requires_grad=requires_grad)
-
-
-def ones(*shape, dtype=DEFAULT_FLOAT, requires_grad=False):
-    return Tensor(np.ones(_shape_arg(shape), dtype), requires_grad=requires_grad)
-
-
-def randn(*shape, seed=None, dtype=DEFAULT_FLOAT, requires_grad=False):
-    """Standard normal samples; the same seed gives the same numbers."""
-    data = np.random.default_rng(seed).standard_normal(_shape_arg(shape), dtype=np.float64).astype(dtype)
-    return Tensor(data, requires_grad=requires_grad)
-
-
-def arange(start, stop=None, step=1, dtype=None):
-    """np.arange: integers for integer arguments (positions, token ids)."""
-    return Tensor(np.arange(start, stop, step) if stop is not None else np.arange(start), dtype=dtype)
-
-
 # ---- helpers --------------------------------------------------------------------------
-def _broadcasting(op, numpy_fn, a, b):
-    """numpy_fn(a.data, b.data), with an error naming the op and shapes when they don't broadcast."""
+def _broadcasting(op, numpy_fn, a, b, dtype=None):
+    """numpy_fn(a.data, b.data) in `dtype`, or in PyTorch's promoted one where a's and b's
+    differ; an error names the op and the shapes when they don't broadcast."""
+    if dtype is None and a.data.dtype != b.data.dtype:
+        dtype = _result_dtype(a, b)
     try:
-        return numpy_fn(a.data, b.data)
-    except ValueError:
+        return numpy_fn(a.data, b.data) if dtype is None else numpy_fn(a.data, b.data, dtype=dtype)
+    except ValueError as error:
+        if _broadcast_shape(a.data, b.data) is not None:
+            raise ValueError(f"{op}: {error} (shapes {a.shape} and {b.shape})") from None
         raise ValueError(f"{op}: shapes {a.shape} and {b.shape} cannot be broadcast together "
                          "(numpy rule: aligned from the last axis, sizes must match or be 1)") from None
+
+
+def _result_dtype(*tensors):
+    """PyTorch's type promotion: the highest kind present wins (bool < integer < float), and
+    among the tensors of that kind, numpy's rule (int32 and int64 give int64). numpy alone
+    would make int64 with float32 a float64."""
+    top = max(_RANK[t.data.dtype.kind] for t in tensors)
+    return np.result_type(*(t.data.dtype for t in tensors if _RANK[t.data.dtype.kind] == top))
 
 
 def _broadcast_shape(*arrays):
@@ -606,12 +706,18 @@ def _shape_arg(shape):
 
 
 def _axes(op, axis, ndim):
-    """`axis` (None, int or tuple) as a tuple of non-negative axes, checked against ndim."""
+    """`axis` (None, int or tuple) as a tuple of non-negative axes, checked against ndim.
+    A 0-d tensor takes axis 0 or -1 as PyTorch does, and reduces over no axis."""
     axes = tuple(range(ndim)) if axis is None else tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    valid = max(ndim, 1)
     for a in axes:
-        if not -ndim <= a < ndim:
-            raise ValueError(f"{op}: axis {a} is out of range for a tensor with {ndim} axes")
-    return tuple(a % ndim for a in axes)
+        if not -valid <= a < valid:
+            raise np.exceptions.AxisError(f"{op}: axis {a} is out of range for a tensor with {ndim} axes "
+                                          f"(expected an axis in [{-valid}, {valid - 1}])")
+    positive = tuple(a % ndim for a in axes) if ndim else ()
+    if len(set(positive)) < len(positive):
+        raise ValueError(f"{op}: axes {axis} name one axis twice")
+    return positive
 
 
 def _keep(g, axes, keepdims):
@@ -619,8 +725,14 @@ def _keep(g, axes, keepdims):
     return g if keepdims else np.expand_dims(g, axes)
 
 
+def _index(index):
+    """An index for numpy: Tensors become their arrays, lists become arrays."""
+    if isinstance(index, tuple):
+        return tuple(map(_index_part, index))
+    return _index_part(index)
+
+
 def _index_part(part):
-    """An index component for numpy: Tensors become their arrays, lists become arrays."""
     if isinstance(part, Tensor):
         return part.data
     if isinstance(part, list):
