@@ -5,7 +5,7 @@
     model = nn.GPT(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128)
     logits, loss = model(idx, targets)
 """
-from . import atomic, data, export, functional, gpt2, optim, tensorfile
+from . import atomic, data, export, functional, gpt2, init, optim, tensorfile
 from .checkpoint import CheckpointError, load, save
 from .layers import (GELU, Dropout, Embedding, LayerNorm, Linear, ReLU, SinusoidalPositionalEncoding,
                      Tanh)
@@ -17,5 +17,5 @@ __all__ = [
     "Module", "Parameter", "Sequential", "ModuleList", "Linear", "Embedding", "LayerNorm", "Dropout",
     "GELU", "ReLU", "Tanh", "SinusoidalPositionalEncoding", "MultiHeadAttention", "FeedForward",
     "TransformerBlock", "GPT", "data", "functional", "optim", "save", "load", "CheckpointError", "manual_seed",
-    "export",
+    "export", "init",
 ]

@@ -1,12 +1,68 @@
-"""Writing a file so that a crash never leaves half of it behind, and cleaning up after a
-writer that was killed before it could."""
+"""Files as input and output: read only what is a regular file, write a file so that a crash
+never leaves half of it behind, and clean up after a writer that was killed before it could.
+
+Every path here may have been planted: a symlink to another file, a hard link to the corpus,
+a FIFO that never ends, a user's file whose name looks like ours. So a file is opened first
+and checked as opened (os.fstat: what it is, how many names it has, whose it is), a file is
+created only where nothing was (O_EXCL), and nothing is removed unless it is provably ours.
+"""
 import os
 import re
-import tempfile
+import secrets
+import stat
 
-# A temporary file is named .tmp-<writer's pid>-<random>-<target's name>: the pid says whether
-# its writer is still running, and the target's name says what it was going to be.
-TEMPORARY = re.compile(r"\.tmp-(\d+)-[a-z0-9_]+-.+")
+try:
+    import fcntl
+except ImportError:   # Windows: no flock
+    fcntl = None
+
+# A temporary file is named .tmp-<writer's pid>-<32 random hex digits>-<target's name>: the
+# pid says whether its writer is still running, the random digits make it a name no user file
+# has (.tmp-2024-05-corpus.txt is not one), and the target's name says what it was going to be.
+TEMPORARY = re.compile(r"\.tmp-(\d+)-[0-9a-f]{32}-.+")
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)   # (POSIX; Windows has no symlinks to plant)
+# what a path names, when it is not a regular file
+NOT_FILES = {stat.S_ISDIR: "a folder", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
+             stat.S_ISFIFO: "a FIFO (a named pipe)", stat.S_ISSOCK: "a socket"}
+
+
+class NotAFile(OSError):
+    """A path read as a file that names something else: a FIFO, a device, a folder, a socket."""
+
+
+def open_regular(path):
+    """The file at `path` open to read bytes, refused (NotAFile naming it and what it is)
+    unless it is a regular file: a device never ends (/dev/zero, /dev/urandom) and opening a
+    FIFO waits for a writer. It is opened without waiting (O_NONBLOCK, which a regular file
+    ignores) and checked once open (os.fstat), so a path that changes in between cannot slip
+    by. FileNotFoundError when nothing is there. A caller bounds what it reads by the size
+    os.fstat gives, and reads at most one byte more (a file that grows meanwhile shows)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))   # (POSIX, Windows)
+    kind = what_it_is(os.fstat(fd))
+    if kind:
+        os.close(fd)
+        raise NotAFile(f"{path}: is {kind}, not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def what_it_is(info):
+    """None for a regular file, else what it is ("a FIFO (a named pipe)"), from its os.stat."""
+    if stat.S_ISREG(info.st_mode):
+        return None
+    return next((name for test, name in NOT_FILES.items() if test(info.st_mode)), "not a file")
+
+
+def not_ours(info):
+    """Why a file (its os.fstat) may not be written over or removed by us, or None: it must be a
+    regular file with one name (not a hard link to the corpus) that this user owns."""
+    kind = what_it_is(info)
+    if kind:
+        return f"is {kind}"
+    if info.st_nlink != 1:
+        return f"has {info.st_nlink} names (a hard link to another file)"
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        return "belongs to another user"
+    return None
 
 
 def write_atomically(path, write):
@@ -14,44 +70,72 @@ def write_atomically(path, write):
     A rename within one folder is atomic: readers see the old file or the new one, never a
     mix, and a crash (or Ctrl-C) mid-write leaves the old file behind. Only a kill that
     gives no chance to clean up (SIGKILL, a power cut) leaves the temporary file too:
-    remove_stale_temporaries() removes it later."""
+    remove_stale_temporaries() removes it later. The temporary is created where nothing was
+    (O_EXCL: no planted link is followed) and locked (flock) until it is renamed: a cleaner
+    that cannot see its writer's pid (another pid namespace) still sees it in use."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".tmp-{os.getpid()}-",
-                                         suffix=f"-{os.path.basename(path)}")
+    temporary = os.path.join(folder, f".tmp-{os.getpid()}-{secrets.token_hex(16)}-{os.path.basename(path)}")
+    # 0o666: the umask then takes away what it takes from any new file
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | getattr(os, "O_BINARY", 0), 0o666)
     try:
-        with os.fdopen(handle, "wb") as file:
+        with os.fdopen(fd, "wb") as file:
+            if fcntl:
+                fcntl.flock(fd, fcntl.LOCK_EX)
             write(file)
             file.flush()
             os.fsync(file.fileno())
-        umask = os.umask(0)   # mkstemp makes the file private (0600); give it the usual mode
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, path)
+            os.replace(temporary, path)   # still open, so still locked
     except BaseException:
         os.unlink(temporary)
         raise
 
 
-def remove_stale_temporaries(folder):
+def remove_stale_temporaries(folder, keep=()):
     """Delete the temporary files that write_atomically left in `folder` when its writer was
-    killed mid-write: only files of its naming scheme, and only when the process that wrote
-    them is gone (a running writer's file is still being written). Returns their paths."""
+    killed mid-write: only files of its naming scheme, only when they are provably abandoned
+    (the process that wrote them is gone and their lock is free: a running writer's file is
+    still being written), only regular files with one name that this user owns, and never one
+    of `keep` (the paths a run reads or claims: its corpus, its outputs, their locks), under any
+    name. Returns their paths."""
     removed = []
     try:
         names = os.listdir(folder or ".")
     except FileNotFoundError:
         return removed
+    keeping = [os.stat(path) for path in keep if os.path.exists(path)]
     for name in names:
         match = TEMPORARY.fullmatch(name)
-        if match and not _running(int(match.group(1))):
-            path = os.path.join(folder, name)
-            try:
-                os.unlink(path)
-                removed.append(path)
-            except FileNotFoundError:   # another run cleaned it first
-                pass
+        path = os.path.join(folder, name)
+        if match and not _running(int(match.group(1))) and _remove_abandoned(path, keeping):
+            removed.append(path)
     return removed
+
+
+def _remove_abandoned(path, keeping):
+    """Remove the temporary at `path` if it is ours to remove (see remove_stale_temporaries) and
+    no one holds its lock; True if it was removed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | NO_FOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError:   # gone (another run cleaned it first), or a symlink: not a file of ours
+        return False
+    try:
+        info = os.fstat(fd)
+        if not_ours(info) or any(os.path.samestat(info, other) for other in keeping):
+            return False
+        if fcntl:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:   # its writer is alive where we cannot see its pid
+                return False
+        if not os.path.samestat(os.stat(path, follow_symlinks=False), info):   # replaced meanwhile
+            return False
+        os.unlink(path)
+        return True
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _running(pid):
@@ -64,4 +148,6 @@ def _running(pid):
         return False
     except PermissionError:   # someone else's process
         return True
+    except OverflowError:   # a pid larger than any: no such process
+        return False
     return True

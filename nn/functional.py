@@ -13,6 +13,7 @@ import numpy as np
 
 import tensorgrad as tg
 from tensorgrad import Tensor, make_op, threads
+from tensorgrad.pytorch import torch_names
 
 from . import rng as nn_rng
 
@@ -41,12 +42,17 @@ def linear(x, weight, bias=None):
                    vjps=vjps[:len(inputs)], rules=rules[:len(inputs)], fresh=True)
 
 
+@torch_names   # F.softmax(x, dim=-1), as PyTorch spells it, or axis=-1
 def softmax(x, axis=-1):
     return x.softmax(axis)
 
 
+@torch_names
 def log_softmax(x, axis=-1):
     return x.log_softmax(axis)
+
+
+one_hot = tg.one_hot   # integer ids -> int64 rows of 0s and 1s: the engine's, under PyTorch's F.one_hot
 
 
 def gelu(x):

@@ -2,7 +2,8 @@
 
 A Module finds its parameters and sub-modules by looking at its own attributes, in the
 order they were assigned, so names are stable and dotted ("h.0.attn.qkv.weight") and a
-subclass needs no registration calls (and no super().__init__()). Calling a module runs
+subclass needs no registration calls (and no super().__init__()); only a buffer, a tensor
+kept but not trained, is registered (register_buffer), as in PyTorch. Calling a module runs
 its forward() inside tg.scope(<its name>), which is how graph drawings group ops by layer;
 the outermost call also labels unlabelled parameters with their dotted names.
 """
@@ -13,6 +14,7 @@ import numpy as np
 
 import tensorgrad as tg
 from tensorgrad import Tensor
+from tensorgrad.pytorch import check_device
 
 
 class Parameter(Tensor):
@@ -92,15 +94,42 @@ class Module:
 
     def named_parameters(self):
         """(dotted name, Parameter) for every parameter, in assignment order, each once."""
-        seen = set()
-        for prefix, module in [("", self), *self.named_modules()]:
-            for name, value in vars(module).items():
-                if isinstance(value, Parameter) and id(value) not in seen:
-                    seen.add(id(value))
-                    yield (f"{prefix}.{name}" if prefix else name), value
+        return self._named_members(Module._own_parameters)
 
     def parameters(self):
         return [p for _, p in self.named_parameters()]
+
+    def named_buffers(self):
+        """(dotted name, Tensor) for every buffer (register_buffer), each once."""
+        return self._named_members(Module._own_buffers)
+
+    def buffers(self):
+        return [b for _, b in self.named_buffers()]
+
+    def _named_members(self, members):
+        """(dotted name, tensor) for what members(module) yields, this module's first, then
+        each sub-module's, depth first; each tensor once (a tied weight keeps its first name)."""
+        seen = set()
+        for prefix, module in [("", self), *self.named_modules()]:
+            for name, value in members(module):
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    yield (f"{prefix}.{name}" if prefix else name), value
+
+    def _own_parameters(self):
+        return ((name, value) for name, value in vars(self).items() if isinstance(value, Parameter))
+
+    def _own_buffers(self, persistent_only=False):
+        """This module's buffers, in registration order; one set to None is no buffer (PyTorch's rule)."""
+        for name, persistent in vars(self).get("_buffer_kinds", {}).items():
+            buffer = getattr(self, name)
+            if buffer is not None and (persistent or not persistent_only):
+                yield name, buffer
+
+    def _own_state(self):
+        """What state_dict() saves of this module: its parameters, then its persistent buffers."""
+        yield from self._own_parameters()
+        yield from self._own_buffers(persistent_only=True)
 
     def num_parameters(self):
         return sum(p.size for p in self.parameters())
@@ -115,46 +144,94 @@ class Module:
     def eval(self):
         return self.train(False)
 
-    def zero_grad(self):
-        for p in self.parameters():
-            p.grad = None
+    def apply(self, fn):
+        """Call fn(module) on every sub-module, then on this one: children first, as in
+        PyTorch (a model's own init: self.apply(self._init_weights)). Returns self."""
+        for _, child in self.named_children():
+            child.apply(fn)
+        fn(self)
+        return self
 
-    def to(self, dtype):
-        """Cast every parameter to `dtype` (np.float64 for gradcheck). Returns self."""
+    def zero_grad(self, set_to_none=True):
+        """Forget every parameter's gradient (see zero_grads)."""
+        zero_grads(self.parameters(), set_to_none)
+
+    def to(self, *args, device=None, dtype=None):
+        """PyTorch's module.to: to(dtype), to(device), to(device, dtype), or by keyword.
+        A dtype casts every parameter and every float buffer in place (np.float64 for
+        gradcheck; an integer buffer keeps its dtype, as in PyTorch); the device can only
+        be the CPU, where tensorgrad runs. Returns self."""
+        for arg in args:   # to("cpu"), to(np.float64), to("cpu", np.float64)
+            if isinstance(arg, str):
+                device = arg
+            else:
+                dtype = arg
+        if device is not None:
+            check_device(device, f"{type(self).__name__}.to")
+        if dtype is not None:
+            self._cast(np.dtype(dtype))
+        return self
+
+    def _cast(self, dtype):
+        """Cast the parameters and float buffers to the float `dtype`, in place (the tensors
+        stay the same objects, so an optimizer made before still holds them)."""
+        if dtype.kind != "f":   # a parameter must stay float to take gradients
+            raise TypeError(f"{type(self).__name__}.to: only float dtypes cast a module, got {dtype}: "
+                            "cast an integer tensor itself (tensor.long())")
         for p in self.parameters():
             p.data = p.data.astype(dtype)
             p.grad = None
-        return self
+        for b in self.buffers():
+            if b.dtype.kind == "f":
+                b.data = b.data.astype(dtype)
 
     # ---- state ------------------------------------------------------------------------
+    def register_buffer(self, name, tensor, persistent=True):
+        """Keep `tensor` as the attribute `name`, a tensor the module uses but does not train
+        (a causal mask, running statistics): state_dict() saves it (unless persistent=False)
+        and to() casts it, but it is no parameter, so no optimizer moves it. Its name is kept
+        in the instance's own dict, made on first use: subclasses need no super().__init__()."""
+        owner = f"{type(self).__name__}.register_buffer"
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"{owner}: the name must be a non-empty string without dots, got {name!r}")
+        if tensor is not None and (not isinstance(tensor, Tensor) or isinstance(tensor, Parameter)):
+            raise TypeError(f"{owner}: '{name}' must be a Tensor (not a Parameter) or None, got "
+                            f"{type(tensor).__name__}: wrap an array as tg.tensor(array)")
+        kinds = vars(self).setdefault("_buffer_kinds", {})   # {name: persistent}
+        if hasattr(self, name) and name not in kinds:
+            raise KeyError(f"{owner}: {type(self).__name__} already has an attribute '{name}'")
+        kinds[name] = persistent
+        setattr(self, name, tensor)
+
     def state_dict(self):
-        """{dotted name: a copy of the parameter's array}."""
-        return {name: p.data.copy() for name, p in self.named_parameters()}
+        """{dotted name: a copy of its array}: each module's parameters, then its persistent
+        buffers, this module first, then its sub-modules depth first (PyTorch's order)."""
+        return {name: t.data.copy() for name, t in self._named_members(Module._own_state)}
 
     def load_state_dict(self, state, assign=False):
-        """Copy arrays into the parameters. Every name and shape is checked before anything
-        is written, so a mismatch loads nothing. assign=True (as in PyTorch) makes the
-        state's arrays the parameters' own, cast only where the dtype differs: no copy of a
-        model read from a file (nn.GPT.from_gpt2)."""
-        params = dict(self.named_parameters())
-        missing = [n for n in params if n not in state]
-        unexpected = [n for n in state if n not in params]
+        """Copy arrays into the parameters and persistent buffers. Every name and shape is
+        checked before anything is written, so a mismatch loads nothing. assign=True (as in
+        PyTorch) makes the state's arrays the tensors' own, cast only where the dtype
+        differs: no copy of a model read from a file (nn.GPT.from_gpt2)."""
+        tensors = dict(self._named_members(Module._own_state))
+        missing = [n for n in tensors if n not in state]
+        unexpected = [n for n in state if n not in tensors]
         if missing or unexpected:
             raise KeyError(f"load_state_dict: {type(self).__name__} state names differ: "
                            f"missing {missing or 'none'}, unexpected {unexpected or 'none'}")
-        for name, p in params.items():
+        for name, t in tensors.items():
             value = np.asarray(state[name])
-            if value.shape != p.shape:
+            if value.shape != t.shape:
                 raise ValueError(f"load_state_dict: '{name}' has shape {value.shape} in the state "
-                                 f"but {p.shape} in the model")
-            if not np.can_cast(value.dtype, p.dtype, casting="same_kind"):
+                                 f"but {t.shape} in the model")
+            if not np.can_cast(value.dtype, t.dtype, casting="same_kind"):
                 raise TypeError(f"load_state_dict: '{name}' has dtype {value.dtype} in the state "
-                                f"but {p.dtype} in the model")
-        for name, p in params.items():
+                                f"but {t.dtype} in the model")
+        for name, t in tensors.items():
             if assign:
-                p.data = np.ascontiguousarray(state[name], dtype=p.dtype)
+                t.data = np.ascontiguousarray(state[name], dtype=t.dtype)
             else:
-                np.copyto(p.data, state[name], casting="same_kind")
+                np.copyto(t.data, state[name], casting="same_kind")
 
     # ---- repr -------------------------------------------------------------------------
     def extra_repr(self):
@@ -170,6 +247,17 @@ class Module:
         lines = [f"{type(self).__name__}("] + ([f"  {self.extra_repr()}"] if self.extra_repr() else [])
         lines += [f"  ({name}): " + repr(child).replace("\n", "\n  ") for name, child in children]
         return "\n".join(lines) + f"\n){tail}"
+
+
+def zero_grads(params, set_to_none=True):
+    """Forget the gradients of `params` before the next backward, which adds into them.
+    set_to_none=True (PyTorch's default): set them to None, so backward writes fresh arrays.
+    False: fill the existing arrays with zeros in place (a missing gradient stays None)."""
+    for p in params:
+        if set_to_none:
+            p.grad = None
+        elif p.grad is not None:
+            p.grad.fill(0)   # a leaf's grad is always an array of its own (autograd.Accumulator)
 
 
 class ModuleList(Module):

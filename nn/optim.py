@@ -13,6 +13,8 @@ import numpy as np
 
 from tensorgrad import threads
 
+from .module import zero_grads
+
 
 def require(owner, name, value, ok, expected):
     """Refuse a setting that would silently train wrong: a nan or negative learning rate, a
@@ -32,10 +34,9 @@ class Optimizer:
         self.lr = lr
         self.updates = np.zeros(len(self.params), np.int64)   # how many times each parameter moved (Adam's t)
 
-    def zero_grad(self):
-        """Forget the gradients (set to None, so the next backward writes fresh arrays)."""
-        for p in self.params:
-            p.grad = None
+    def zero_grad(self, set_to_none=True):
+        """Forget the gradients (see nn.module.zero_grads)."""
+        zero_grads(self.params, set_to_none)
 
     def step(self):
         """Update every parameter that has a gradient (one without is left alone)."""
