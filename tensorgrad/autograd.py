@@ -195,6 +195,11 @@ def input_gradients(vjps, inputs, upstream, node=None):
         return [None] * len(inputs)
     g = upstream.view()
     g.flags.writeable = False
+    # what the forward saved, locked too while the vjps run: a vjp that overwrote the output
+    # or an input (`s *= g`) would be right once, and wrong at the next backward through it
+    saved = [t.data for t in (*inputs, *(() if node is None else (node,))) if t.data.flags.writeable]
+    for array in saved:
+        array.flags.writeable = False
     gradients = []
     try:
         if callable(vjps):   # one backward for all the inputs: their gradients share work
@@ -205,6 +210,9 @@ def input_gradients(vjps, inputs, upstream, node=None):
         if node is None or not str(error).endswith("is read-only"):
             raise
         raise ValueError(wrote_into_g(node, None if callable(vjps) else len(gradients))) from error
+    finally:
+        for array in saved:
+            array.flags.writeable = True
     return gradients
 
 
@@ -350,9 +358,11 @@ def wrote_into_g(node, index):
     """The error for a vjp that wrote into the read-only g (index None: the op's one backward)."""
     label = "" if index is None or not node._parents[index].label else f" ({node._parents[index].label!r})"
     which = "backward" if index is None else f"vjp for input {index}{label}"
-    return (f"backward of op {describe(node)}: its {which} wrote into a read-only array, most likely g = dL/d(output), "
-            "which backward hands over read-only: a vjp must not write into g: it may be shared (it is the output's "
-            ".grad, and another input's vjp gets it too); compute a new array instead (g * out, not g *= out)")
+    return (f"backward of op {describe(node)}: its {which} wrote into a read-only array: g = dL/d(output), or "
+            "the op's output or an input, which backward hands over read-only: a vjp must not write into g: it may "
+            "be shared (it is the output's .grad, and another input's vjp gets it too); nor into what the forward "
+            "saved: the next backward would use the changed values; compute a new array instead (g * out, not "
+            "g *= out or out *= g)")
 
 
 def wrong_shape(node, index, shape):

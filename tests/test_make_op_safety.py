@@ -149,3 +149,37 @@ def test_a_vjp_that_sends_no_gradient_leaves_the_inputs_behind_it_without_one():
     blocked = tg.make_op("block", y.data.copy(), (y,), (lambda g: None,))   # a vjp that sends nothing back
     blocked.sum().backward()
     assert y.grad is None and x.grad is None
+
+
+def squaring_that_overwrites(x, overwrite):
+    """x² whose vjp writes into what the forward saved (`overwrite(out, x)`, the student's
+    `out *= g` or `x *= 2`) before it returns the right gradient 2x·g."""
+    out = x.data * x.data
+    saved_x = x.data
+
+    def vjp(g):
+        grad = 2 * saved_x * g
+        overwrite(out, saved_x)
+        return grad
+    return tg.make_op("squaring", out, (x,), vjps=(vjp,))
+
+
+OVERWRITES = {"out *= 2": lambda out, x: out.__imul__(2), "x *= 2": lambda out, x: x.__imul__(2),
+              "np.exp(out, out=out)": lambda out, x: np.exp(out, out=out)}
+
+
+@pytest.mark.parametrize("overwrite", OVERWRITES.values(), ids=OVERWRITES.keys())
+def test_a_vjp_writing_into_what_the_forward_saved_is_an_error_naming_the_op(overwrite):
+    """Right once, wrong at the next backward (issue 35): the forward's output and inputs are
+    read-only while the vjps run, as g is, and writable again afterwards."""
+    x = tg.tensor([1., 2.], requires_grad=True, label="x")
+    y = squaring_that_overwrites(x, overwrite)
+    with pytest.raises(ValueError) as caught:
+        y.sum().backward(retain_graph=True)
+    message = str(caught.value)
+    assert "op 'squaring'" in message and "vjp for input 0 ('x')" in message
+    assert "nor into what the forward saved" in message
+    np.testing.assert_array_equal(y.data, [1., 4.])   # nothing was changed
+    np.testing.assert_array_equal(x.data, [1., 2.])
+    assert x.data.flags.writeable and y.data.flags.writeable   # unlocked again
+    x.data[0] = 3.   # a parameter's data stays the optimizer's to update
