@@ -15,7 +15,7 @@ from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parent.parent / "tensorgrad"
 CORE = ("tensor.py", "autograd.py")
-CORE_BUDGET, ENGINE_BUDGET = 740, 1730   # argued in docs/engine.md, "The line budget"
+CORE_BUDGET, ENGINE_BUDGET = 760, 1780   # argued in docs/engine.md, "The line budget"
 NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
             tokenize.ENCODING, tokenize.ENDMARKER}
 

@@ -14,7 +14,7 @@ from .dtypes import (bool, double, float, float16, float32, float64, half, int, 
                      long, uint8)
 from .explore import Explorer, explore
 from .gradcheck import GradcheckError, gradcheck
-from .math_ops import argmax, argmin, astype, clamp, clip, cos, cumsum, logsumexp, minimum, sin, std
+from .math_ops import argmax, argmin, astype, clamp, clip, cos, cumsum, logsumexp, minimum, sin, std, var
 from .pytorch import cuda
 from .shape_ops import expand, flatten, gather, permute, squeeze, tril, triu, unsqueeze, view
 from .tensor import Tensor, cat, make_op, maximum, stack, where
@@ -30,8 +30,8 @@ for _name, _dtype in math_ops.CASTS.items():
 # Every method is a function too, as in PyTorch and numpy: tg.exp(x) is x.exp().
 exp, log, sqrt, abs, tanh, sigmoid, relu, gelu = (Tensor.exp, Tensor.log, Tensor.sqrt, Tensor.abs,
                                                   Tensor.tanh, Tensor.sigmoid, Tensor.relu, Tensor.gelu)
-softmax, log_softmax, sum, mean, var, max, min = (Tensor.softmax, Tensor.log_softmax, Tensor.sum,
-                                                  Tensor.mean, Tensor.var, Tensor.max, Tensor.min)
+softmax, log_softmax, sum, mean, max, min = (Tensor.softmax, Tensor.log_softmax, Tensor.sum, Tensor.mean,
+                                             Tensor.max, Tensor.min)
 reshape, transpose, swapaxes, matmul, split = (Tensor.reshape, Tensor.transpose, Tensor.swapaxes,
                                                Tensor.__matmul__, Tensor.split)
 
@@ -42,7 +42,7 @@ __all__ = [
     "backward_order", "gradcheck", "GradcheckError", "draw_graph", "render_graph", "explore", "Explorer",
     "set_num_threads", "get_num_threads", "cuda",
     *shape_ops.__all__, *math_ops.__all__,
-    "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "softmax", "log_softmax", "mean", "var",
+    "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "softmax", "log_softmax", "mean",
     "reshape", "transpose", "swapaxes", "matmul", "split",
     "float16", "half", "float32", "float64", "double", "int8", "int16", "uint8", "int32", "int64", "long",
 ]   # tg.sum, tg.max, tg.min, tg.abs, tg.float, tg.int, tg.bool exist, but `import *` would hide Python's

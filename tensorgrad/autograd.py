@@ -211,9 +211,21 @@ def input_gradients(vjps, inputs, upstream, node=None):
             raise
         raise ValueError(wrote_into_g(node, None if callable(vjps) else len(gradients))) from error
     finally:
-        for array in saved:
-            array.flags.writeable = True
+        unlock(saved)
     return gradients
+
+
+def unlock(arrays):
+    """Make `arrays` writable again. numpy refuses a view while the array it views is still
+    read-only, so such a view waits for a second pass, after its base."""
+    waiting = []
+    for array in arrays:
+        try:
+            array.flags.writeable = True
+        except ValueError:
+            waiting.append(array)
+    if waiting and len(waiting) < len(arrays):
+        unlock(waiting)
 
 
 class Accumulator:

@@ -4,12 +4,16 @@ Each is a function of a tensor and, as x.sin(), a Tensor method (tensorgrad/__in
 each has its forward, its vjp and its local derivative together, as the core ops in
 tensor.py do, or is a composition of them (std, minimum), written like the math.
 """
+import math
+
 import numpy as np
 
+from .autograd import modes
 from .pytorch import check_device, torch_names
-from .tensor import Tensor, _axes, _floating, _keep, _result_dtype, make_op, maximum
+from .tensor import Tensor, _axes, _floating, _keep, _result_dtype, make_op, pick_elementwise
 
-__all__ = ["sin", "cos", "clip", "clamp", "std", "cumsum", "logsumexp", "argmax", "argmin", "astype", "to"]
+__all__ = ["sin", "cos", "clip", "clamp", "var", "std", "cumsum", "logsumexp", "argmax", "argmin", "astype",
+           "to"]
 
 
 @_floating
@@ -50,14 +54,59 @@ clamp = clip
 
 
 def minimum(a, b):
-    """Elementwise min of a and b: min(a, b) = -max(-a, -b), so a tie shares the gradient."""
-    return -maximum(-a, -b)
+    """Elementwise min of a and b; where they tie, each gets half the gradient."""
+    return pick_elementwise("minimum", np.minimum, np.greater, a, b,
+                            rules=("d min(a,b)/da = 1 if a < b, 1/2 on a tie, else 0",
+                                   "d min(a,b)/db = 1 if b < a, 1/2 on a tie, else 0"))
 
 
+@_floating
+@torch_names
+def var(x, axis=None, keepdims=False, ddof=0):
+    """Variance, the mean of (x - mean(x))²: numpy's ddof=0, the population's (PyTorch's
+    default is correction=1); with ddof, the squares' sum over n - ddof. Fused: one node."""
+    axes, n = _axes("var", axis, x.ndim), _count(x, axis)
+    if modes.composed:   # the formula, op by op
+        squares = (x - x.mean(axis, keepdims=True)) ** 2
+        return squares.sum(axis, keepdims) / (n - ddof) if ddof else squares.mean(axis, keepdims)
+    centred, variance = _centred_and_var(x, axes, ddof, keepdims)
+    with np.errstate(divide="ignore"):   # n - ddof = 0: inf, as the variance's own nan says
+        scale = np.float64(2) / (n - ddof)
+    # d/dx_i Σ_j (x_j - m)² / (n - ddof) = 2(x_i - m)/(n - ddof): the terms through m sum to 0
+    return make_op("var", variance.astype(x.dtype), (x,), vjps=(lambda g: _keep(g, axes, keepdims) * centred * scale,),
+                   rules=("d var(x)/dx_i = 2(x_i - mean)/(n - ddof)",), fresh=True)
+
+
+@_floating
 @torch_names
 def std(x, axis=None, keepdims=False, ddof=0):
-    """Standard deviation: √var (numpy's ddof=0; PyTorch's default is correction=1)."""
-    return x.var(axis, keepdims, ddof=ddof).sqrt()
+    """Standard deviation, √var (numpy's ddof=0; PyTorch's default is correction=1). Fused:
+    where x is constant its gradient is 0, as in PyTorch (√'s own would be inf there)."""
+    axes, n = _axes("std", axis, x.ndim), _count(x, axis)
+    if modes.composed:   # the formula, op by op
+        return var(x, axis, keepdims, ddof).sqrt()
+    centred, variance = _centred_and_var(x, axes, ddof, keepdims=True)
+    sd = np.sqrt(variance).astype(x.dtype)
+
+    def vjp(g):   # d√v/dx_i = (dv/dx_i) / (2√v) = (x_i - mean) / ((n - ddof)·std)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return _keep(g, axes, keepdims) * np.where(sd == 0, 0, centred / ((n - ddof) * sd))
+    return make_op("std", sd if keepdims else sd.squeeze(axes), (x,), vjps=(vjp,),
+                   rules=("d std(x)/dx_i = (x_i - mean)/((n - ddof)·std), 0 where std = 0",), fresh=True)
+
+
+def _count(x, axis):
+    """How many values each reduction over `axis` takes."""
+    return math.prod(x.shape[a] for a in _axes("count", axis, x.ndim))
+
+
+def _centred_and_var(x, axes, ddof, keepdims):
+    """x - mean(x), and the variance in float64 (a float32 x of 1e30 squares past float32's
+    range; PyTorch's float32 variance does not overflow there either)."""
+    mean = x.data.mean(axis=axes, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):   # n - ddof <= 0: nan, as PyTorch's
+        variance = np.var(x.data, axis=axes, ddof=ddof, keepdims=keepdims, dtype=np.float64)
+    return x.data - mean, np.asarray(variance)
 
 
 @torch_names

@@ -90,9 +90,10 @@ def gather(x, axis, index):
         _axes("gather", axis, 0)
         return gather(x.reshape(1), 0, index.reshape(1)).reshape(())
     (axis,) = _axes("gather", axis, x.ndim)
-    if index.dtype.kind not in "iu" or index.ndim != x.ndim:
-        raise TypeError(f"gather: index must be integers with as many axes as the tensor ({x.ndim}), "
-                        f"got dtype {index.dtype} and shape {index.shape}")
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"gather: index must be integers, got dtype {index.dtype}")
+    if index.ndim != x.ndim:
+        raise ValueError(f"gather: index must have as many axes as the tensor ({x.ndim}), got shape {index.shape}")
     if any(m > n for i, (m, n) in enumerate(zip(index.shape, x.shape)) if i != axis):
         raise ValueError(f"gather: index of shape {index.shape} is larger than the tensor's {x.shape} "
                          f"along an axis other than {axis}")
@@ -107,7 +108,10 @@ def gather(x, axis, index):
 # ---- PyTorch's names for numpy's reshape and transpose ------------------------------------
 def view(x, *shape):
     """PyTorch's view: reshape (numpy's reshape copies only when it must)."""
-    return x.reshape(*shape)
+    try:
+        return x.reshape(*shape)
+    except ValueError as error:   # named as the learner wrote it
+        raise ValueError(f"view (reshape): {str(error).removeprefix('reshape: ')}") from None
 
 
 def permute(x, *axes):

@@ -21,6 +21,7 @@ More ops live beside this file, one function each with its vjps and rules: shape
 PyTorch's names); tensorgrad/__init__.py makes them Tensor methods too.
 """
 import functools
+import math
 import warnings
 
 import numpy as np
@@ -214,8 +215,9 @@ class Tensor:
         other = self._lift(other)
         a, b = self.data, other.data
         floats = None if _is_float(a) or _is_float(b) else DEFAULT_FLOAT   # int / int is a float
-        return make_op("div", _broadcasting("div", np.divide, self, other, floats), (self, other),
-                       vjps=(lambda g: g / b, lambda g: -g * a / (b * b)),
+        out = _broadcasting("div", np.divide, self, other, floats)
+        return make_op("div", out, (self, other),
+                       vjps=(lambda g: g / b, lambda g: -g * out / b),   # a/b², as (a/b)/b: b² may underflow
                        rules=("d(a/b)/da = 1/b", "d(a/b)/db = -a/b²"), fresh=True)
 
     def __pow__(self, exponent):
@@ -231,7 +233,7 @@ class Tensor:
             # a^b·ln(a), taken as 0 at a = 0 for b >= 0 (a^b is constant 0 or 1 there); at
             # a = 0, b < 0 it is inf·(-inf) = -inf, the limit, as in PyTorch
             with np.errstate(divide="ignore", invalid="ignore"):
-                return g * np.where((a == 0) & (b >= 0), 0, out * np.log(a))
+                return g * np.where((a == 0) & (b >= 0), 0, out * np.log(a, dtype=out.dtype))
         # d/da is taken as 0 where b = 0 (a^0 = 1 is constant, even at a = 0)
         return make_op("pow", out, (self, exponent),
                        vjps=(lambda g: g * np.where(b == 0, 0, b * a ** (b - 1)), grad_exponent),
@@ -263,7 +265,7 @@ class Tensor:
         def grad_b(g):   # summed over the batch axes b was broadcast along
             g = g.reshape(out_shape)
             if b.ndim == 2 and a.ndim > 2:  # b met every row of a's batch: one 2-d matmul sums them
-                grad = a.reshape(-1, a.shape[-1]).T @ g.reshape(-1, g.shape[-1])
+                grad = a.reshape(math.prod(a.shape[:-1]), a.shape[-1]).T @ g.reshape(math.prod(g.shape[:-1]), g.shape[-1])
             else:
                 grad = np.swapaxes(a, -1, -2) @ g
             return grad[..., 0] if other.ndim == 1 else grad
@@ -339,8 +341,8 @@ class Tensor:
 
     def _extreme(self, op, reduce, axis, keepdims):
         axes = _axes(op, axis, self.ndim)
-        if self.size == 0:
-            raise ValueError(f"{op}: cannot reduce an empty tensor of shape {self.shape}")
+        if self.size == 0 and (axis is None or any(self.shape[a] == 0 for a in axes)):
+            raise ValueError(f"{op}: cannot reduce over an empty axis of a tensor of shape {self.shape}")
         x, best = self.data, reduce(self.data, axis=axes, keepdims=True)
 
         def vjp(g):   # tied winners share the gradient equally
@@ -349,16 +351,6 @@ class Tensor:
         return make_op(op, best if keepdims else best.squeeze(axes), (self,), vjps=(vjp,),
                        rules=(f"d({op} x)/dx_i = 1 where x_i is the {op} (ties share it), else 0",),
                        fresh=True)
-
-    @torch_names
-    def var(self, axis=None, keepdims=False, ddof=0):
-        """Variance, mean((x - mean(x))²): numpy's ddof=0, the population's (PyTorch's
-        default is correction=1). With ddof, the squares' sum over n - ddof."""
-        axes = _axes("var", axis, self.ndim)
-        squares = (self - self.mean(axis, keepdims=True)) ** 2
-        if not ddof:
-            return squares.mean(axis, keepdims)
-        return squares.sum(axis, keepdims) / (int(np.prod([self.shape[i] for i in axes])) - ddof)
 
     # ---- elementwise functions ----------------------------------------------------------
     @_floating
@@ -379,8 +371,8 @@ class Tensor:
 
     def abs(self):
         x = self.data
-        return make_op("abs", np.abs(x), (self,), vjps=(lambda g: g * np.sign(x),),
-                       rules=("d|x|/dx = sign(x), 0 at 0",), fresh=True)
+        return make_op("abs", np.abs(x), (self,), vjps=(lambda g: g * np.sign(np.where(np.isnan(x), 0, x)),),
+                       rules=("d|x|/dx = sign(x), 0 at 0",), fresh=True)   # and 0 at nan, as PyTorch
 
     @_floating
     def tanh(self):
@@ -396,7 +388,7 @@ class Tensor:
 
     def relu(self):
         x = self.data
-        return make_op("relu", np.maximum(x, 0), (self,), vjps=(lambda g: g * (x > 0),),
+        return make_op("relu", np.maximum(x, 0), (self,), vjps=(lambda g: g * ~(x <= 0),),   # 1 at nan, as PyTorch
                        rules=("d relu(x)/dx = 1 if x > 0, else 0",), fresh=True)
 
     @_floating
@@ -450,7 +442,7 @@ class Tensor:
         axis = _axes("softmax", axis, self.ndim)
         # softmax(x - c) = softmax(x) for any constant c; with c = max(x), the largest
         # exponent is 0 and e^(x - c) cannot overflow
-        shift = self.data.max(axis=axis, keepdims=True)
+        shift = np.max(self.data, axis=axis, keepdims=True, initial=-np.inf)   # (initial: an empty x works)
         if modes.composed:   # the formula, op by op
             e = (self - Tensor(shift)).exp()
             return e / e.sum(axis, keepdims=True)
@@ -465,7 +457,7 @@ class Tensor:
     def log_softmax(self, axis=-1):
         """x - log Σ_j e^x_j along `axis` (the log of softmax, without its underflow)."""
         axis = _axes("log_softmax", axis, self.ndim)
-        shift = self.data.max(axis=axis, keepdims=True)   # a constant, as in softmax
+        shift = np.max(self.data, axis=axis, keepdims=True, initial=-np.inf)   # a constant, as in softmax
         if modes.composed:   # the formula, op by op
             shifted = self - Tensor(shift)
             return shifted - shifted.exp().sum(axis, keepdims=True).log()
@@ -507,8 +499,8 @@ class Tensor:
 
     def swapaxes(self, axis1, axis2):   # PyTorch's transpose(a, b)
         """Swap two axes (np.swapaxes): k.swapaxes(-2, -1) is kᵀ for each matrix of a batch."""
+        (first,), (second,) = _axes("swapaxes", axis1, max(self.ndim, 1)), _axes("swapaxes", axis2, max(self.ndim, 1))
         axes = list(range(self.ndim))
-        first, second = _axes("swapaxes", (axis1, axis2), self.ndim)
         axes[first], axes[second] = second, first
         return self.transpose(axes)
 
@@ -534,7 +526,7 @@ class Tensor:
             if sections <= 0 or length % sections:
                 raise ValueError(f"split: axis {axis} of length {length} (shape {self.shape}) "
                                  f"cannot be split into {sections} equal sections")
-            points = list(range(length // sections, length, length // sections))
+            points = [length // sections * i for i in range(1, sections)]
         else:
             points = list(sections)
         bounds = [0, *points, length]
@@ -642,12 +634,21 @@ def where(condition, a, b):
 
 def maximum(a, b):
     """Elementwise max of a and b; where they tie, each gets half the gradient."""
+    return pick_elementwise("maximum", np.maximum, np.less, a, b,
+                            rules=("d max(a,b)/da = 1 if a > b, 1/2 on a tie, else 0",
+                                   "d max(a,b)/db = 1 if b > a, 1/2 on a tie, else 0"))
+
+
+def pick_elementwise(op, pick, beaten, a, b, rules):
+    """pick(a, b) elementwise (np.maximum, np.minimum): the gradient goes to the value picked,
+    half to each on a tie; `beaten(a, b)` says where a is not picked. A nan is never beaten,
+    so where one side is nan both get g, as in PyTorch."""
     a, b = _pair(a, b)
-    out = _broadcasting("maximum", np.maximum, a, b)
-    a_share = ((a.data > b.data) + 0.5 * (a.data == b.data)).astype(out.dtype)
-    return make_op("maximum", out, (a, b), vjps=(lambda g: g * a_share, lambda g: g * (1 - a_share)),
-                   rules=("d max(a,b)/da = 1 if a > b, 1/2 on a tie, else 0",
-                          "d max(a,b)/db = 1 if b > a, 1/2 on a tie, else 0"), fresh=True)
+    out = _broadcasting(op, pick, a, b)
+    tie = 0.5 * (a.data == b.data)
+    a_share = (1 - tie - beaten(a.data, b.data)).astype(out.dtype)
+    b_share = (1 - tie - beaten(b.data, a.data)).astype(out.dtype)
+    return make_op(op, out, (a, b), vjps=(lambda g: g * a_share, lambda g: g * b_share), rules=rules, fresh=True)
 
 
 # ---- helpers --------------------------------------------------------------------------
@@ -667,10 +668,13 @@ def _broadcasting(op, numpy_fn, a, b, dtype=None):
 
 def _result_dtype(*tensors):
     """PyTorch's type promotion: the highest kind present wins (bool < integer < float), and
-    among the tensors of that kind, numpy's rule (int32 and int64 give int64). numpy alone
-    would make int64 with float32 a float64."""
+    among the tensors of that kind, numpy's rule (int32 and int64 give int64), where a 0-d
+    tensor gives way to one with axes, as a scalar does (float32 x times a 0-d float64 is
+    float32). numpy alone would make int64 with float32 a float64."""
     top = max(_RANK[t.data.dtype.kind] for t in tensors)
-    return np.result_type(*(t.data.dtype for t in tensors if _RANK[t.data.dtype.kind] == top))
+    leaders = [t for t in tensors if _RANK[t.data.dtype.kind] == top]
+    leaders = [t for t in leaders if t.ndim] or leaders
+    return np.result_type(*(t.data.dtype for t in leaders))
 
 
 def _broadcast_shape(*arrays):
@@ -685,7 +689,7 @@ def _matmul(x, y):
     """x @ y; as one 2-d matmul when y is a matrix shared by every row of a batched x,
     which BLAS runs much faster than numpy's loop over the batch."""
     if y.ndim == 2 and x.ndim > 2:
-        return (x.reshape(-1, x.shape[-1]) @ y).reshape(*x.shape[:-1], y.shape[-1])
+        return (x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) @ y).reshape(*x.shape[:-1], y.shape[-1])
     return x @ y
 
 

@@ -14,7 +14,7 @@ import tensorgrad as tg
 from nn import functional as F
 
 FUSED = {"softmax", "log_softmax", "gelu", "linear", "layer_norm", "cross_entropy",
-         "scaled_dot_product_attention"}
+         "scaled_dot_product_attention", "var", "std"}
 
 
 def arrays(*shapes, seed=0):
@@ -56,6 +56,14 @@ def test_softmax_and_log_softmax_equal_their_compositions_along_every_axis(op, s
     for axis in range(-1, len(shape) - 1):
         ops = assert_same_function(lambda x: getattr(x, op)(axis=axis), *arrays(shape))
         assert {"exp", "sum"} <= ops
+
+
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (0, True), (-1, False), ((0, 2), True)])
+@pytest.mark.parametrize("ddof", [0, 1])
+@pytest.mark.parametrize("op", ["var", "std"])
+def test_var_and_std_equal_their_compositions(op, ddof, axis, keepdims):
+    ops = assert_same_function(lambda x: getattr(x, op)(axis, keepdims, ddof=ddof), *arrays((3, 4, 5)))
+    assert {"mean", "sub", "pow"} <= ops
 
 
 @pytest.mark.parametrize("shape", [(), (7,), (3, 4)])
@@ -173,7 +181,7 @@ def test_a_whole_gpt_has_the_same_loss_and_parameter_gradients_composed(dtype, t
         scale = np.abs(fused_grads[name]).max()
         np.testing.assert_allclose(composed_grads[name], fused_grads[name], rtol=tolerance,
                                    atol=tolerance * scale, err_msg=name)
-    assert FUSED - {"softmax", "log_softmax"} <= fused_ops   # gelu, linear, layer_norm, attention, cross_entropy
+    assert FUSED - {"softmax", "log_softmax", "var", "std"} <= fused_ops   # gelu, linear, layer_norm, attention, cross_entropy
     assert not composed_ops & FUSED
 
 

@@ -109,7 +109,7 @@ def defined(file):
 
 def ops_in_code():
     """The name of every node an op makes: make_op's first argument in the engine and in nn."""
-    names = {"max", "min", "tril", "triu"}   # Tensor._extreme, shape_ops._triangle: their names a variable
+    names = {"max", "min", "tril", "triu", "maximum", "minimum"}   # made by helpers that take the name
     for file in [*(ROOT / "tensorgrad").glob("*.py"), *(ROOT / "nn").glob("*.py")]:
         names.update(re.findall(r'make_op\(\s*"(\w+)"', file.read_text(encoding="utf-8")))
     return names
