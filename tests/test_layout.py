@@ -90,3 +90,13 @@ def test_the_optimizer_has_a_plain_step():
     import nn
     assert list(inspect.signature(nn.optim.Optimizer.step).parameters) == ["self"]
     assert not hasattr(nn.optim.Optimizer, "move_state")
+
+
+def test_the_project_carries_the_mit_license_with_its_copyright_line():
+    """pyproject says MIT; LICENSE holds the license's own text and the project's copyright
+    line, and is named as the package's license file (PEP 639), so a wheel carries it."""
+    text = (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License\n") and "Copyright (c) 2026 the tensorgrad authors" in text
+    assert "Permission is hereby granted, free of charge" in text and 'THE SOFTWARE IS PROVIDED "AS IS"' in text
+    config = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'license = "MIT"' in config and 'license-files = ["LICENSE"]' in config
