@@ -65,7 +65,8 @@ def draw_graph(root, show_data=True, show_grad=True, order=False, collapse=None,
         "modules" folds each outermost scope into one box; an int folds the scopes at that
         depth (1 = outermost); a list of dotted names (["h.1", "h.2"]) folds just those.
     max_nodes: refuse (ValueError) to draw more nodes than this, counted after folding.
-    rankdir: "LR" (left to right, as micrograd) or "TB" (top to bottom).
+    rankdir: "LR" (left to right, as micrograd) or "TB" (top to bottom, the scopes stacked in a
+        column: a notebook's width holds it).
     """
     nodes = backward_order(root)   # root first, as backward visits them
     number = {id(t): n for n, t in enumerate(nodes, 1)}
@@ -103,10 +104,18 @@ def draw_graph(root, show_data=True, show_grad=True, order=False, collapse=None,
         members.setdefault(path, []).append((node_name, attributes(kind, what)))
     clusters = list({path[:depth]: None for path in members for depth in range(1, len(path) + 1)})
     _fill(graph, (), members, clusters)
+    stack = rankdir in ("TB", "BT")
     for tail, head in edges:
         # an op's edge to its output weighs most: Graphviz keeps the two side by side, even where the
         # output is used far down the graph (else the box drifts there, away from the op that made it)
-        graph.edge(tail, head, weight="10" if tail.startswith("op") else "1")
+        weight = "10" if tail.startswith("op") else "1"
+        # top to bottom, an edge into another scope leaves a rank free: the leaves and constants
+        # the scope's first op takes sit there, below the scope before, so the scopes stack in a
+        # column (a notebook's width) instead of stepping right beside each other
+        if stack and drawn[tail][0] != drawn[head][0]:
+            graph.edge(tail, head, weight=weight, minlen="2")
+        else:
+            graph.edge(tail, head, weight=weight)
     return graph
 
 

@@ -133,6 +133,45 @@
     return row;
   }
 
+  // A matrix wider than the panel keeps its first and last columns around a column of "…", as
+  // numpy prints a long array, and says so under it; a click shows every column, in a box that
+  // scrolls (a click again shortens it). Measured where it stands: the panel's width decides.
+  function fitMatrices(box) {
+    if (box.clientWidth === 0) return;   // hidden (the whole graph on screen): fitted when shown again
+    const style = getComputedStyle(box);
+    const room = box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const sum = list => list.reduce((a, b) => a + b, 0);
+    for (const table of box.querySelectorAll("table.matrix")) {
+      const n = table.rows[0].cells.length, widths = [...table.rows[0].cells].map(c => c.getBoundingClientRect().width);
+      const frame = table.getBoundingClientRect().width - sum(widths);   // the brackets
+      if (frame + sum(widths) <= room || n < 2) continue;
+      const probe = table.rows[0].insertCell();
+      probe.className = "left-out";
+      probe.textContent = "…";
+      const dots = probe.getBoundingClientRect().width;
+      probe.remove();
+      let kept = n - 1;
+      const width = k => frame + dots + sum(widths.slice(0, Math.ceil(k / 2))) + sum(widths.slice(n - Math.floor(k / 2)));
+      while (kept > 1 && width(kept) > room) kept--;
+      const first = Math.ceil(kept / 2), last = n - Math.floor(kept / 2);   // columns first .. last - 1 left out
+      const note = el("div", "note"), holder = table.closest(".array");
+      const shorten = on => {
+        for (const row of table.rows) {
+          [...row.cells].forEach((cell, i) => { cell.hidden = on && i >= first && i < last; });
+          if (!on) row.querySelector(".left-out").remove();
+          else Object.assign(row.insertCell(first), { className: "left-out", textContent: "…" });
+        }
+        table.classList.toggle("shortened", on);
+        holder.classList.toggle("every-column", !on);
+        note.textContent = on ? `… stands for ${last - first} of the ${n} columns; a click shows them all`
+                              : `every column: scroll sideways; a click shortens it again`;
+      };
+      shorten(true);
+      table.after(note);
+      table.addEventListener("click", () => shorten(!table.classList.contains("shortened")));
+    }
+  }
+
   // ---- the side panel: what backward does at this step ----
   function panel(k) {
     const box = document.getElementById("panel");
@@ -162,6 +201,7 @@
       nodes.filter(n => n.op === null).forEach(n => box.append(el("div", "what", `[${n.order}] ${n.name}: its grad`),
                                                                arrayElement(gradView(n.order, k))));
     }
+    fitMatrices(box);
   }
 
   function inputParts(node, edge, index, k) {
@@ -248,10 +288,11 @@
 
   // ---- the view: the drawing is laid out once (Graphviz); the page moves a camera over it.
   // Each step centres the node it applies (before backward: the root) with the nodes joined to
-  // it, at a scale that keeps the text readable: at least MIN screen pixels per point of the
-  // drawing (16 pt labels become 13.6 px), at most NATURAL (the drawing's own size). What
-  // does not fit is a drag, a wheel or a click on the map away.
-  const MIN = 0.85, NATURAL = 4 / 3, MARGIN = 24;   // pixels per point; screen pixels around what is shown
+  // it, at a scale that keeps the text readable from the back of a room: at least MIN screen
+  // pixels per point of the drawing (its 16 pt labels become 16 px), at most NATURAL (the
+  // drawing's own size). Before backward a graph that fits whole at that scale is shown whole.
+  // What does not fit is a drag, a wheel or a click on the map away.
+  const MIN = 1, NATURAL = 4 / 3, MARGIN = 24;   // pixels per point; screen pixels around what is shown
   const whole = (({ x, y, width, height }) => ({ x, y, w: width, h: height }))(svg.viewBox.baseVal);
   svg.removeAttribute("width");
   svg.removeAttribute("height");
@@ -268,10 +309,15 @@
     return { x, y, w: Math.max(...list.map(b => b.x + b.w)) - x, h: Math.max(...list.map(b => b.y + b.h)) - y };
   };
   const camera = { x: whole.x + whole.w / 2, y: whole.y + whole.h / 2, scale: 1, zoom: 1, overview: false };
+  const paneSize = () => pane.getBoundingClientRect();   // not clientWidth: whole pixels would shrink the scale a little
 
   function show() {   // the camera as the drawing's viewBox, and as the rectangle on the map
-    const width = pane.clientWidth / camera.scale, height = pane.clientHeight / camera.scale;
+    const { width: paneWidth, height: paneHeight } = paneSize();
+    const width = paneWidth / camera.scale, height = paneHeight / camera.scale;
     svg.setAttribute("viewBox", `${camera.x - width / 2} ${camera.y - height / 2} ${width} ${height}`);
+    // the map only while some of the drawing is off screen: else it would just cover some of it
+    pane.classList.toggle("all-seen", Math.abs(camera.x - whole.x - whole.w / 2) <= (width - whole.w) / 2 + 0.5 &&
+                                      Math.abs(camera.y - whole.y - whole.h / 2) <= (height - whole.h) / 2 + 0.5);
     seen.setAttribute("x", camera.x - width / 2);
     seen.setAttribute("y", camera.y - height / 2);
     seen.setAttribute("width", width);
@@ -289,9 +335,13 @@
 
   function follow(k) {
     if (!measure()) return;   // not laid out yet: the ResizeObserver calls again once it is
-    const { own, near } = focus(k), width = pane.clientWidth - 2 * MARGIN, height = pane.clientHeight - 2 * MARGIN;
-    if (camera.overview) {
-      camera.scale = Math.min(pane.clientWidth / whole.w, pane.clientHeight / whole.h);
+    sizeMap();
+    const { width: paneWidth, height: paneHeight } = paneSize();
+    const { own, near } = focus(k), width = paneWidth - 2 * MARGIN, height = paneHeight - 2 * MARGIN;
+    const fitsWhole = Math.min((paneWidth - MARGIN) / whole.w, (paneHeight - MARGIN) / whole.h);   // half the margin
+    if (camera.overview || k === 0 && fitsWhole * camera.zoom >= MIN) {   // all of it, centred
+      camera.scale = camera.overview ? Math.min(paneWidth / whole.w, paneHeight / whole.h)
+                                     : Math.min(NATURAL, fitsWhole) * camera.zoom;
       [camera.x, camera.y] = [whole.x + whole.w / 2, whole.y + whole.h / 2];
     } else {
       const fits = Math.min(width / near.w, height / near.h);
@@ -304,8 +354,8 @@
       // no empty margin beyond the drawing's edge while there is more of it to show
       const keep = (centre, low, size, room) => size <= room ? low + size / 2 :
         Math.min(Math.max(centre, low + room / 2), low + size - room / 2);
-      camera.x = keep(camera.x, whole.x, whole.w, pane.clientWidth / camera.scale);
-      camera.y = keep(camera.y, whole.y, whole.h, pane.clientHeight / camera.scale);
+      camera.x = keep(camera.x, whole.x, whole.w, paneWidth / camera.scale);
+      camera.y = keep(camera.y, whole.y, whole.h, paneHeight / camera.scale);
       dodgeMap(own);
     }
     show();
@@ -319,10 +369,11 @@
   // the map in the corner covers part of the drawing: move the camera so it does not cover the node
   function dodgeMap(own) {
     if (pane.classList.contains("no-map")) return;
-    const map = minimap.getBoundingClientRect(), frame = pane.getBoundingClientRect();
+    const frame = paneSize();   // the map's place from its size and corner (it may be hidden just now)
     const left = (own.x - camera.x) * camera.scale + frame.width / 2, right = left + own.w * camera.scale;
     const top = (own.y - camera.y) * camera.scale + frame.height / 2, bottom = top + own.h * camera.scale;
-    const mapLeft = map.left - frame.left, mapTop = map.top - frame.top;
+    const mapLeft = frame.width - 8 - parseFloat(minimap.style.width);
+    const mapTop = frame.height - 8 - parseFloat(minimap.style.height);
     if (right <= mapLeft - 8 || bottom <= mapTop - 8) return;
     const byX = right - mapLeft + 8, byY = bottom - mapTop + 8;   // how far the node must move left, or up
     if (byX <= left - 8 && (byX <= byY || byY > top - 8)) camera.x += byX / camera.scale;
@@ -344,7 +395,7 @@
   minimap.append(picture, seen, here);
   pane.append(minimap);
   function sizeMap() {   // the drawing's shape, at most 200 px, 30% of the pane wide and 40% of it high
-    const scale = Math.min(200 / whole.w, 0.4 * pane.clientHeight / whole.h, 0.3 * pane.clientWidth / whole.w);
+    const scale = Math.min(200 / whole.w, 0.4 * paneSize().height / whole.h, 0.3 * paneSize().width / whole.w);
     minimap.style.width = `${Math.max(24, whole.w * scale)}px`;
     minimap.style.height = `${Math.max(24, whole.h * scale)}px`;
   }
@@ -382,12 +433,15 @@
   }, { passive: false });
   function zoomBy(factor) {
     camera.zoom = Math.max(0.25, Math.min(4, camera.zoom * factor));
-    overview(false);
-    follow(step);
+    if (camera.overview) {
+      overview(false);
+      go(step);   // the panel is back: its matrices are fitted to it
+    } else follow(step);
   }
-  function overview(on) {
+  function overview(on) {   // the whole graph: the drawing alone, the panel out of its way
     camera.overview = on;
     document.getElementById("whole").textContent = on ? "follow the step" : "whole graph";
+    document.querySelector("main").classList.toggle("overview", on);
   }
 
   // ---- scopes: each cluster of the drawing, folded into a plain box once backward is through
@@ -397,14 +451,17 @@
   const inside = (inner, outer) => inner.x + inner.w / 2 > outer.x && inner.x + inner.w / 2 < outer.x + outer.w &&
                                    inner.y + inner.h / 2 > outer.y && inner.y + inner.h / 2 < outer.y + outer.h;
   const findScopes = () => [...svg.querySelectorAll("g.cluster")].map(g => {
-    const scope = { g, name: g.querySelector("text").textContent, box: boxOf(g), folded: false };
+    // its frame, the outline Graphviz draws: not the group, whose label's box may reach past it
+    // (by the font's ascent, before the font is loaded) over a node drawn just above the scope
+    const outline = g.querySelector("path, polygon") || g;
+    const scope = { g, name: g.querySelector("text").textContent, box: boxOf(outline), folded: false };
     scope.orders = nodes.filter(n => n.drawn.some(name => drawn.has(name) && inside(boxOf(drawn.get(name)), scope.box)))
                         .map(n => n.order);
     scope.ops = scope.orders.filter(order => stepOf.has(order)).length;
     scope.cover = document.createElementNS(SVG, "g");
     scope.cover.setAttribute("class", "fold");
     const frame = document.createElementNS(SVG, "rect"), label = document.createElementNS(SVG, "text");
-    const { x, y, width, height } = scope.g.getBBox();   // in the coordinates of the group the cover goes in
+    const { x, y, width, height } = outline.getBBox();   // in the coordinates of the group the cover goes in
     Object.entries({ x, y, width, height, rx: 6 }).forEach(([key, value]) => frame.setAttribute(key, value));
     label.setAttribute("x", x + width / 2);
     label.setAttribute("y", y + 26);
@@ -472,8 +529,10 @@
   // ---- moving: buttons, keys, clicks; window.explorer for scripts and tests ----
   function go(k) {
     step = Math.max(0, Math.min(steps.length, Math.round(Number(k)) || 0));
-    document.getElementById("counter").textContent =
-      step === 0 ? `before backward (0 of ${steps.length} steps)` : `backward step ${step} of ${steps.length}`;
+    // the counter names the node by the number the drawing shows, [7], and then how far along the op nodes it is
+    document.getElementById("counter").textContent = step === 0 ? `before backward · ${steps.length} ops` :
+      `node [${steps[step - 1].order}] · op ${step} of ${steps.length}`;
+    document.querySelector("main").classList.toggle("before", step === 0);   // the drawing has the page's width
     document.getElementById("first").disabled = document.getElementById("back").disabled = step === 0;
     document.getElementById("next").disabled = document.getElementById("last").disabled = step === steps.length;
     drawing(step);
@@ -495,26 +554,34 @@
     if (event.altKey || event.ctrlKey || event.metaKey) return;
     if (keys[event.key]) go(moves[keys[event.key]]());
     else if (zooms[event.key]) zoomBy(zooms[event.key]);
+    else if (event.key === "m" || event.key === "M") toggleMap();
     else return;
     event.preventDefault();
   });
   document.getElementById("zoom-in").addEventListener("click", () => zoomBy(1.25));
   document.getElementById("zoom-out").addEventListener("click", () => zoomBy(0.8));
-  document.getElementById("whole").addEventListener("click", () => { overview(!camera.overview); follow(step); });
-  document.getElementById("map").addEventListener("click", event => {
+  document.getElementById("whole").addEventListener("click", () => { overview(!camera.overview); go(step); });
+  function toggleMap() {   // the map button, or the key m
     const hidden = pane.classList.toggle("no-map");
-    event.target.setAttribute("aria-pressed", String(!hidden));
+    document.getElementById("map").setAttribute("aria-pressed", String(!hidden));
     follow(step);
-  });
+  }
+  document.getElementById("map").addEventListener("click", toggleMap);
   document.getElementById("auto-fold").addEventListener("change", () => scopesAt(step));
-  drawn.forEach((g, name) => g.addEventListener("click", () => {
+  drawn.forEach((g, name) => g.addEventListener("click", () => {   // its step, close up
     const order = Number(name.replace(/^(op|v)/, ""));
-    if (stepOf.has(order)) go(stepOf.get(order));
+    if (!stepOf.has(order)) return;
+    overview(false);
+    go(stepOf.get(order));
   }));
+  let panelWidth = 0;
   new ResizeObserver(() => {   // a window resized, a frame laid out (the first time: see measure)
     sizeMap();
-    if (measured) follow(step);
-    else if (measure()) go(step);   // measured only now: the scopes and the panel's facts come too
+    const width = document.getElementById("panel").clientWidth, widened = width !== panelWidth;
+    panelWidth = width;
+    if (!measured && measure()) go(step);   // measured only now: the scopes and the panel's facts come too
+    else if (measured) follow(step);
+    if (measured && widened) panel(step);   // its matrices fitted to its new width
   }).observe(pane);
 
   window.explorer = Object.freeze({

@@ -3,8 +3,11 @@
 Each demo's page is opened from file:// and stepped through by key presses; at every step
 the node applied and every gradient shown are checked against backward_order and the
 tensors' .grad (to the 4 digits shown), then stepped back until the gradients are empty
-again. On a projector's screen (1280 x 720, 1024 x 768) the node of every step is on screen,
-clear of the map, its text at least 12 px tall. No page may log an error or send a request.
+again. On a projector's screen (1280 x 720, 1024 x 768), read from the back of a room: the
+node of every step is on screen, clear of the map, its text and the page's at least 16 px;
+the counter names the node highlighted; no matrix in the side panel is cut off; before
+backward a small graph is shown whole, and so is it by "whole graph". The lab notebook's
+attention drawing fits a notebook's width. No page may log an error or send a request.
 Screenshots go to pytest's tmp_path (the projector tests print their paths: look at them).
 
 Without playwright or chromium these tests skip and say why; .ci/run installs both and sets
@@ -106,7 +109,7 @@ def check(tab, k, ops, number, expected):
     else:
         node = ops[k - 1]
         assert state["current"] == {"order": number[id(node)], "op": node.op, "label": node.label}
-        assert state["counter"] == f"backward step {k} of {len(ops)}"
+        assert state["counter"] == f"node [{number[id(node)]}] · op {k} of {len(ops)}"   # the drawing's number
         assert f"op{number[id(node)]}" in state["highlighted"]
     for n, shown in enumerate(state["grads"], 1):
         if expected[n] is None:
@@ -256,30 +259,71 @@ ON_SCREEN = """() => {
     g.classList.contains("current") || ["op" + order, "v" + order].includes(g.querySelector("title").textContent));
   const texts = own.flatMap(g => [...g.querySelectorAll("text")])
     .filter(t => t.getAttribute("visibility") !== "hidden");
+  const px = t => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a;   // its font size on screen
   return {pane: rect(document.getElementById("drawing")), map: rect(document.getElementById("minimap")),
-          boxes: own.map(rect), text: Math.min(...texts.map(t => t.getBoundingClientRect().height)),
+          boxes: own.map(rect), text: Math.min(...texts.map(px)),
           covers: [...document.querySelectorAll("g.fold")].map(rect)};
 }"""
+# The page around the drawing: the counter and what it highlights, the smallest text of the
+# header and the side panel, and the matrices wider than the panel's room (cut off).
+AROUND = """() => {
+  const panel = document.getElementById("panel"), style = getComputedStyle(panel);
+  const room = panel.getBoundingClientRect().left + panel.clientLeft + panel.clientWidth - parseFloat(style.paddingRight);
+  const texts = [...document.querySelectorAll("header *, #panel *")].filter(e => e.getClientRects().length &&
+    [...e.childNodes].some(n => n.nodeType === Node.TEXT_NODE && n.textContent.trim()));
+  const smallest = texts.map(e => [parseFloat(getComputedStyle(e).fontSize), e.textContent.trim().slice(0, 40)])
+    .sort((a, b) => a[0] - b[0])[0];
+  return {counter: document.getElementById("counter").textContent, order: explorer.step && explorer.current().order,
+          highlighted: [...document.querySelectorAll("g.node.current > title")].map(t => t.textContent),
+          smallest, matrices: document.querySelectorAll("#panel table.matrix").length,
+          cut: [...document.querySelectorAll("#panel .array")].filter(a => a.scrollWidth > a.clientWidth + 1).length +
+               [...document.querySelectorAll("#panel table.matrix, #panel canvas")].filter(t =>
+                 t.getBoundingClientRect().right > room + 0.5).length};
+}"""
+WHOLE = """() => {
+  const rect = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const texts = [...document.querySelectorAll("#drawing > svg:first-child g.node text")];
+  return {pane: rect(document.getElementById("drawing")), graph: rect(document.querySelector("#drawing g.graph")),
+          text: Math.min(...texts.map(t => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a)),
+          map: getComputedStyle(document.getElementById("minimap")).display,
+          panel: getComputedStyle(document.getElementById("panel")).display};
+}"""
+READABLE = 16   # px: text read from the back of a room, on the current step's node and around it
 
 
 def overlap(a, b):
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
+def inside(box, frame):
+    return frame[0] - 0.5 <= box[0] and box[2] <= frame[2] + 0.5 and frame[1] - 0.5 <= box[1] and box[3] <= frame[3] + 0.5
+
+
 def assert_on_screen(tab, where):
     """The node of this step (before backward: the root), its op and value box, lies whole in
-    the drawing's pane, not under the map or a folded scope, its text at least 12 px tall.
+    the drawing's pane, not under the map or a folded scope, its text at least 16 px.
     Measured after two animation frames: a frame laid out late (the notebook's) moves the
     camera in its ResizeObserver's callback, which runs before the next frame is painted."""
     tab.evaluate("new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
     seen = tab.evaluate(ON_SCREEN)
-    left, top, right, bottom = seen["pane"]
     assert seen["boxes"], where
     for box in seen["boxes"]:
-        assert left - 0.5 <= box[0] and box[2] <= right + 0.5 and top - 0.5 <= box[1] and box[3] <= bottom + 0.5, \
-            (where, box, seen["pane"])
+        assert inside(box, seen["pane"]), (where, box, seen["pane"])
         assert not overlap(box, seen["map"]) and not any(overlap(box, cover) for cover in seen["covers"]), where
-    assert seen["text"] >= 12, (where, seen["text"])
+    assert seen["text"] >= READABLE - 0.01, (where, seen["text"])
+
+
+def assert_readable_around(tab, where):
+    """The counter names the node the drawing highlights by its number ("node [7] · op 5 of
+    5" with op7 and v7 red), the header's and the panel's text is at least 16 px, and every
+    matrix and heatmap in the panel fits it (shortened, never cut off)."""
+    seen = tab.evaluate(AROUND)
+    if seen["order"]:
+        assert re.match(r"node \[(\d+)\] · op \d+ of \d+$", seen["counter"]).group(1) == str(seen["order"]), where
+        assert {re.sub(r"^(op|v)", "", name) for name in seen["highlighted"]} == {str(seen["order"])}, where
+    assert seen["smallest"][0] >= READABLE, (where, seen["smallest"])
+    assert seen["cut"] == 0, (where, seen)
+    return seen
 
 
 @pytest.mark.parametrize("size", PROJECTORS)
@@ -287,17 +331,52 @@ def assert_on_screen(tab, where):
 def test_on_a_projector_every_steps_node_is_on_screen_and_readable(name, size, browser, graph_demo, tmp_path):
     _, out = graph_demo(name)
     with opened(browser, out / PAGES[name][0], PROJECTORS[size]) as tab:
-        steps = tab.evaluate("explorer.steps")
+        steps, matrices = tab.evaluate("explorer.steps"), 0
         for k in range(steps + 1):
             if k:
                 tab.keyboard.press("ArrowRight")
             assert tab.evaluate("explorer.step") == k
             assert_on_screen(tab, (name, size, k))
+            matrices += assert_readable_around(tab, (name, size, k))["matrices"]
             assert "label none" not in tab.text_content("#panel")
+            if k == 0 and name == "chain_rule":   # a small graph: before backward, all of it, and no map over it
+                whole = tab.evaluate(WHOLE)
+                assert inside(whole["graph"], whole["pane"]) and whole["map"] == "none", whole
             if k in (0, steps // 2, steps):
                 shot = tmp_path / f"{name}_{size}_step{k}.png"
                 tab.screenshot(path=shot)
                 print(f"screenshot: {shot}")
+        assert matrices > 0 or name == "chain_rule"   # the panels' matrices were measured
+        assert tab.errors == [] and tab.requests == []
+
+
+def test_on_a_projector_the_whole_graph_and_the_map_keep_the_text_readable(browser, graph_demo, tmp_path):
+    """The neuron's page at 1024 x 768: `whole graph` shows all of it in the page's width, its
+    text at least 16 px (a click on a node goes back to following the steps); the map hides by
+    its button or the key m, and comes back."""
+    _, out = graph_demo("chain_rule")
+    with opened(browser, out / PAGES["chain_rule"][0], PROJECTORS["1024x768"]) as tab:
+        tab.keyboard.press("ArrowRight")
+        map_shown = "getComputedStyle(document.getElementById('minimap')).display !== 'none'"
+        assert tab.evaluate(map_shown)
+        assert_on_screen(tab, "map shown")
+        tab.keyboard.press("m")
+        assert not tab.evaluate(map_shown) and tab.get_attribute("#map", "aria-pressed") == "false"
+        assert_on_screen(tab, "map hidden")
+        tab.click("#map")
+        assert tab.evaluate(map_shown) and tab.get_attribute("#map", "aria-pressed") == "true"
+        tab.click("#whole")
+        tab.evaluate("new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+        whole = tab.evaluate(WHOLE)
+        assert inside(whole["graph"], whole["pane"]) and whole["pane"][2] - whole["pane"][0] == 1024, whole
+        assert whole["text"] >= READABLE and whole["map"] == "none" and whole["panel"] == "none", whole
+        shot = tmp_path / "chain_rule_1024x768_whole.png"
+        tab.screenshot(path=shot)
+        print(f"screenshot: {shot}")
+        tab.locator("#drawing g.node", has=tab.locator("title", has_text=re.compile("^op3$"))).click()
+        assert tab.evaluate("explorer.current().order") == 3 and tab.text_content("#whole") == "whole graph"
+        assert_on_screen(tab, "after the whole graph")
+        assert_readable_around(tab, "after the whole graph")
         assert tab.errors == [] and tab.requests == []
 
 
@@ -323,6 +402,20 @@ def test_the_blocks_page_shows_heads_apart_and_never_contradicts_itself(browser,
             [f.querySelector("figcaption").textContent, [...f.querySelectorAll("tr")].map(r => r.cells.length)])""")
         assert value == [["[0, 0, :, :]", [4, 4, 4, 4]], ["[0, 1, :, :]", [4, 4, 4, 4]]]
         tab.screenshot(path=tmp_path / "heads.png")
+        # the output projection's (1, 4, 8) value is wider than the panel: its middle columns are
+        # one column of "…", said under it; a click shows every column in a box that scrolls, and
+        # a click again shortens it
+        tab.evaluate(f"explorer.go({step_of(data, 'attn.proj › … @ weight')})")
+        shortened = """() => { const t = document.querySelector("#panel .array table.matrix"), a = t.closest(".array");
+            return [t.classList.contains("shortened"), [...t.rows[0].cells].filter(c => !c.hidden).length,
+                    a.scrollWidth > a.clientWidth, getComputedStyle(a).overflowX, t.nextSibling.textContent]; }"""
+        kept, cells, scrolls, overflow, note = tab.evaluate(shortened)
+        assert kept and cells < 8 + 1 and not scrolls and note.startswith(f"… stands for {8 - (cells - 1)} of the 8")
+        tab.click("#panel table.matrix")
+        kept, cells, scrolls, overflow, note = tab.evaluate(shortened)
+        assert not kept and cells == 8 and scrolls and overflow == "scroll" and "scroll sideways" in note
+        tab.click("#panel table.matrix")
+        assert tab.evaluate(shortened)[0]
         # ffn.fc's bias add: an all-ones local derivative of 128 numbers is said, not painted
         tab.evaluate(f"explorer.go({step_of(data, 'ffn.fc › ln2(…) @ weight + bias')})")
         assert "all 128 = 1" in tab.text_content("#panel")
@@ -421,3 +514,43 @@ def test_the_notebooks_stepper_starts_with_the_root_on_screen(arrival, browser, 
         assert_on_screen(inner, (arrival, "step 1"))
     finally:
         tab.close()
+
+
+# A notebook's output column in a 1024 px window: about 800 px in Jupyter Notebook 6, 850 to
+# 900 in JupyterLab and Notebook 7. Both shrink a wider SVG to it (max-width: 100%), and its
+# text with it.
+NOTEBOOK_COLUMN = 800
+
+
+def notebook_drawing(notebook, call):
+    """The drawing the lab notebook's cell ending in `call`... shows: its code cells run up to
+    that one, whose last line is the drawing. Returns the SVG a Jupyter cell shows of it."""
+    namespace = {}
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        code = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
+        *lines, last = code.rstrip().split("\n")
+        if last.startswith(call):
+            exec("\n".join(lines), namespace)
+            return eval(last, namespace)._repr_image_svg_xml()
+        exec(code, namespace)
+    raise AssertionError(f"no cell of {notebook.name} ends in {call}")
+
+
+def test_the_notebooks_attention_drawing_fits_a_notebooks_width(browser, tmp_path):
+    """The lab notebook's composed attention (one row of 5,592 px, left to right, before):
+    at its own size as wide as a notebook's column at most, its text at least 16 px there."""
+    svg = notebook_drawing(REPO / "notebooks" / "backprop_to_attention.ipynb", "tg.draw_graph(out,")
+    width = float(re.search(r'<svg width="([\d.]+)pt"', svg).group(1)) * 4 / 3   # pt -> CSS px
+    page = tmp_path / "notebook_output.html"
+    page.write_text(f'<!DOCTYPE html><meta charset="utf-8"><style>body {{ margin: 0 }} .output {{ width: '
+                    f'{NOTEBOOK_COLUMN}px }} .output svg {{ max-width: 100%; height: auto }}</style>'
+                    f'<div class="output">{svg[svg.index("<svg"):]}</div>', encoding="utf-8")
+    with opened(browser, page, PROJECTORS["1024x768"]) as tab:
+        shown = tab.evaluate("""() => { const svg = document.querySelector(".output svg");
+            return [svg.getBoundingClientRect().width, Math.min(...[...svg.querySelectorAll("text")].map(t =>
+                parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a))]; }""")
+        tab.screenshot(path=tmp_path / "notebook_attention.png", clip={"x": 0, "y": 0, "width": 1024, "height": 768})
+        print(f"screenshot: {tmp_path / 'notebook_attention.png'}; {width:.0f} px wide, its text {shown[1]:.1f} px")
+        assert width <= NOTEBOOK_COLUMN and shown[0] <= NOTEBOOK_COLUMN, (width, shown)
+        assert shown[1] >= READABLE, shown
+        assert tab.errors == []
