@@ -21,7 +21,8 @@ exercises it uses must pass too); `python exercises/10_char_model.py` trains it 
 printing the loss as it falls, and writes some text in the style it has learnt.
 
 The text is the docstrings of Python's own standard library (what nn.data falls back on
-offline): every Python has it, and nothing is downloaded.
+offline): every Python has it, and nothing is downloaded. It is built once (a few seconds)
+and kept in tensorgrad's cache folder (nn.data.cache_folder()).
 
 한국어
 ------
@@ -48,15 +49,21 @@ embedding_vjp를 작성하세요: g (T, C), table, ids를 받아 dL/dtable (V, C
 떨어지는 것을 출력하고, 배운 문체로 글을 조금 써 냅니다.
 
 텍스트는 파이썬 표준 라이브러리의 docstring입니다(오프라인일 때 nn.data가 쓰는 것과
-같습니다): 어느 파이썬에나 있고, 아무것도 내려받지 않습니다.
+같습니다): 어느 파이썬에나 있고, 아무것도 내려받지 않습니다. 한 번 만들고(몇 초) tensorgrad의
+캐시 폴더(nn.data.cache_folder())에 보관해 둡니다.
 """
+import functools
+import os
+import platform
+
 import numpy as np
 
 import lab
 import nn
 import tensorgrad as tg
 from messages import say   # check.py's words, in English and Korean
-from nn.data import CharTokenizer, fallback_corpus
+from nn.atomic import write_atomically
+from nn.data import CharTokenizer, cache_folder, fallback_corpus
 
 add = lab.load(2).add
 tanh = lab.load(4).tanh
@@ -106,7 +113,7 @@ def train(steps, lr=3e-3, seed=0, report_every=None, on_step=None):
     """Train a new model for `steps` steps of BATCH sequences; returns (losses, parameters,
     tokenizer). Each sequence's backward adds into the same .grad (leaves accumulate).
     on_step(step), when given, is called as each step starts."""
-    text = fallback_corpus()
+    text = corpus()
     tokenizer = CharTokenizer(text)
     data = tokenizer.encode(text)
     parameters = new_parameters(tokenizer.vocab_size, seed)
@@ -129,6 +136,25 @@ def train(steps, lr=3e-3, seed=0, report_every=None, on_step=None):
     return losses, parameters, tokenizer
 
 
+@functools.cache
+def corpus():
+    """The training text, the standard library's docstrings (nn.data.fallback_corpus): read
+    from cache_folder() where an earlier run kept it (one file per Python version), else
+    built and kept there. Where the folder cannot be written, it is built each time."""
+    path = os.path.join(cache_folder(), f"lab-corpus-python{platform.python_version()}.txt")
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError):
+        pass
+    text = fallback_corpus()
+    try:
+        write_atomically(path, lambda file: file.write(text.encode("utf-8")))
+    except OSError:
+        pass
+    return text
+
+
 def generate(parameters, tokenizer, prompt, length, seed=0):
     """`prompt` and `length` characters more, each drawn from the model's softmax."""
     rng = np.random.default_rng(seed)
@@ -144,6 +170,7 @@ def generate(parameters, tokenizer, prompt, length, seed=0):
 def loss_falls(steps=150):
     """check.py's test of the whole: in `steps` steps the loss falls by 1 at least from its
     first value (about ln V: a model that knows nothing gives each character 1/V)."""
+    lab.preparing(say("preparing_text"))   # the text and the model: the time limit counts from step 1
     losses, _, _ = train(steps, on_step=lambda step: lab.tell(say("training_step", step=step + 1, steps=steps)))
     first, last = losses[0], np.mean(losses[-10:])
     assert last < first - 1.0, say("loss_did_not_fall", steps=steps, first=first, last=last)
