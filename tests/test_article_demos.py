@@ -13,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMOS = ["attention_dot_product", "attention_scaling", "attention_expectation", "attention_order",
-         "attention_heads", "attention_deep_gradients", "attention_cost", "attention_length", "attention_context"]
+         "attention_heads", "attention_deep_gradients", "attention_cost", "attention_length", "attention_context",
+         "attention_scale"]
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 
@@ -115,6 +116,25 @@ def test_attention_heads_reads_a_gpt2_folder_with_a_subword_tokenizer(tmp_path):
     count = len(bpe.encode("Return the sum of a and b.").ids)   # the demo's default sentence
     assert f"input: 'Return the sum of a and b.' ({count} tokens)" in report
     assert count < 20 and report.count("\n    1     1 ") == 1
+
+
+# ---- claim 10, scale: parts of the text, and the count table beside the models ----------------
+def test_attention_scale_takes_a_part_from_every_stretch_of_the_text():
+    sys.path.insert(0, str(ROOT / "demos"))
+    import attention_scale
+    split = np.arange(1_000_000)
+    part = attention_scale.part(split, 0.01)
+    assert len(part) == 10_000 and set(part // 10_000) == set(range(100))   # 1%, from each of 100 stretches
+    assert attention_scale.part(split, 1.0) is split
+
+
+def test_attention_scale_count_table_knows_what_it_counted_and_nothing_else():
+    sys.path.insert(0, str(ROOT / "demos"))
+    import attention_scale
+    seen = np.tile([0, 1, 2], 1000)                  # "abcabc...": after "ab" always "c"
+    assert attention_scale.ngram_loss(seen, seen, 3, alpha=1e-6) < 1e-4
+    unseen = np.tile([2, 1, 0], 1000)                # "cbacba...": no context it has counted
+    assert np.isclose(attention_scale.ngram_loss(seen, unseen, 3), np.log(3))   # uniform: ln V
 
 
 # ---- claim 9, '배': new sentences, a control that must fail, a language model ----------------

@@ -1,8 +1,9 @@
 """The notebooks (notebooks/**/*.ipynb) run top to bottom under nbclient (any cell error fails
 the test), and are committed without outputs, so what a reader sees is what the code makes
 today. Each is checked for what it must show (MUST_SHOW): the lab's inline steppers and
-drawings; the lecture's timing guide, a "predict, then run" question before the cell that
-answers it in every section, and a figure in every section, in English and in Korean."""
+drawings; the lecture's timing guide, its sections in the article's order, a "predict, then
+run" question before the cell that answers it in every section, and a figure in every section,
+in English and in Korean, the Korean lecture cell by cell the English one."""
 import json
 import os
 import re
@@ -13,14 +14,17 @@ import pytest
 FOLDER = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(FOLDER.glob("**/*.ipynb"))
 
-# the lecture: sections "## 0." to "## 8.", each in the timing table at the top, 90 minutes in all
+# the lecture: sections "## 0." to "## 8.", each in the timing table at the top, 90 minutes in all,
+# in the article's order: a word of each section's heading (order), softmax (§2) before √d (§3),
+# which explains itself with softmax's saturation, and §8's limits with scale among them
 LECTURE = dict(steppers=0, svg=False, sections=list(range(9)), minutes=90)
 MUST_SHOW = {
     # the neuron's backward and attention's, to step through inline; the graphs drawn as SVG
     "backprop_to_attention.ipynb": dict(steppers=2, svg=True, sections=None, hangul=False),
     "attention_lecture.ipynb": dict(LECTURE, prompt="**Predict, then run.**", minutes_column="minutes",
-                                    hangul=False),
-    "ko/attention_lecture.ipynb": dict(LECTURE, prompt="**예측한 뒤 실행.**", minutes_column="분", hangul=True),
+                                    hangul=False, order={2: "softmax", 3: "√d", 8: "scale"}),
+    "ko/attention_lecture.ipynb": dict(LECTURE, prompt="**예측한 뒤 실행.**", minutes_column="분", hangul=True,
+                                       order={2: "softmax", 3: "√d", 8: "규모"}),
 }
 LECTURES = [path for path in NOTEBOOKS if MUST_SHOW.get(path.relative_to(FOLDER).as_posix(), {}).get("sections")]
 
@@ -90,6 +94,30 @@ def test_every_section_asks_before_it_runs(path):
         for i in prompts:
             assert i + 1 < len(section) and section[i + 1]["cell_type"] == "code", \
                 f"section {number}: the question {source(section[i])[:60]!r} is not followed by the cell that answers it"
+
+
+@pytest.mark.parametrize("path", LECTURES, ids=lambda path: path.relative_to(FOLDER).as_posix())
+def test_a_lecture_goes_in_the_articles_order(path):
+    show = must_show(path)
+    found = sections(json.loads(path.read_text(encoding="utf-8"))["cells"])
+    for number, word in show["order"].items():
+        heading = source(found[number][0]).splitlines()[0]
+        assert word in heading.lower(), f"section {number} is {heading!r}: the article's order has {word} there"
+
+
+def test_the_korean_lecture_is_the_english_one_cell_by_cell():
+    """The same cells in the same order and sections: each code cell of a section draws as many
+    figures, checks as many claims and prints as often as its English twin (only its words are
+    Korean; the setup cell before §0 also finds a Korean font)."""
+    english, korean = (json.loads((FOLDER / name).read_text(encoding="utf-8"))["cells"]
+                       for name in ("attention_lecture.ipynb", "ko/attention_lecture.ipynb"))
+    assert [cell["cell_type"] for cell in english] == [cell["cell_type"] for cell in korean]
+    assert {n: len(cells) for n, cells in sections(english).items()} == \
+        {n: len(cells) for n, cells in sections(korean).items()}
+    for a, b in zip(sum(sections(english).values(), []), sum(sections(korean).values(), [])):
+        if a["cell_type"] == "code":
+            for word in ("plt.show()", "assert ", "print("):
+                assert source(a).count(word) == source(b).count(word), f"cell {a['id']}: {word} differs"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.relative_to(FOLDER).as_posix())
