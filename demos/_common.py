@@ -213,6 +213,7 @@ def load_model(path):
     if not os.path.isdir(path):
         return train.run.load_checkpoint(path)
     model = nn.GPT.from_gpt2(path)
+    nn.checkpoint.check_logits(path, model)
     tokenizer = nn.export.char_tokenizer(path) or SubwordTokenizer(os.path.join(path, nn.export.TOKENIZER))
     if tokenizer.vocab_size > model.config["vocab_size"]:   # fewer is fine: a vocabulary padded, as nanoGPT pads
         raise nn.CheckpointError(f"{path}: its tokenizer has {tokenizer.vocab_size} tokens but the model's "
@@ -221,21 +222,28 @@ def load_model(path):
 
 
 class SubwordTokenizer:
-    """A tokenizer.json of the `tokenizers` library with CharTokenizer's encode and decode."""
+    """A tokenizer.json of the `tokenizers` library with CharTokenizer's encode and decode.
+    vocab_size counts to its largest id (an id past the model's vocabulary must show there),
+    and the file is read as every file here is (a regular file, at most MAX_JSON_BYTES)."""
 
     def __init__(self, path):
+        import nn
         try:
             from tokenizers import Tokenizer
         except ImportError:
             raise SystemExit(f"{path}: reading this tokenizer needs the tokenizers library: pip install tokenizers")
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             raise FileNotFoundError(f"{os.path.dirname(path)} has no {os.path.basename(path)}: no tokenizer")
+        with nn.atomic.open_regular(path) as file:
+            text = file.read(nn.tensorfile.MAX_JSON_BYTES + 1)
+        if len(text) > nn.tensorfile.MAX_JSON_BYTES:
+            raise nn.CheckpointError(f"{path}: more than {nn.tensorfile.MAX_JSON_BYTES:,} bytes: larger than any "
+                                     "tokenizer")
         try:
-            self._tokenizer = Tokenizer.from_file(path)
+            self._tokenizer = Tokenizer.from_str(text.decode("utf-8"))
         except Exception as error:   # the library raises a bare Exception for a file it cannot parse
-            import nn
             raise nn.CheckpointError(f"{path}: the tokenizers library cannot read it: {error}") from error
-        self.vocab_size = self._tokenizer.get_vocab_size()
+        self.vocab_size = 1 + max(self._tokenizer.get_vocab(with_added_tokens=True).values(), default=-1)
 
     def encode(self, text):
         return np.array(self._tokenizer.encode(text).ids, dtype=np.int64)

@@ -17,9 +17,11 @@ nn.GPT.from_gpt2("out/chargpt-gpt2") reads the folder back, tensor for tensor.
 """
 import argparse
 import os
+import sys
 
 import nn
 from _common import load_model   # demos/ is on the path when a demo runs
+from train.outputs import printable_output, same_file
 
 WRITES = (nn.export.CONFIG, nn.export.WEIGHTS, nn.export.TOKENIZER, nn.export.TOKENIZER_CONFIG)
 
@@ -31,11 +33,16 @@ def main(argv=None):
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the files of an earlier export in the folder")
     args = parser.parse_args(argv)
+    printable_output()   # a file name that is not UTF-8: escaped, not a traceback
 
     try:
+        refuse_own_input(args.checkpoint, args.directory)
         model, tokenizer, meta = load_model(args.checkpoint)
     except (ValueError, OSError) as error:   # CheckpointError is a ValueError
         parser.exit(1, f"{parser.prog}: error: {error}\n")   # one line, status 1: the file is wrong, not the usage
+    if not isinstance(tokenizer, nn.data.CharTokenizer):   # a GPT-2 folder's own subword tokenizer
+        parser.exit(1, f"{parser.prog}: error: {args.checkpoint}: its tokenizer is not a character vocabulary, the "
+                       "only kind this exporter writes; the folder is in GPT-2's layout already: copy it instead\n")
     there = [name for name in WRITES if os.path.exists(os.path.join(args.directory, name))]
     if there and not args.overwrite:
         parser.error(f"{args.directory} already holds {', '.join(there)}; add --overwrite to replace them")
@@ -53,5 +60,19 @@ def main(argv=None):
           f"AutoTokenizer.from_pretrained({args.directory!r})")
 
 
+def refuse_own_input(checkpoint, directory):
+    """Refuse (ValueError), whatever --overwrite says, a folder to write that is what is read:
+    the GPT-2 folder itself, or a folder where one of the files written would replace the
+    checkpoint (export_gpt2.py run/model.safetensors run), under any name (a link counts)."""
+    if same_file(directory, checkpoint) or any(same_file(os.path.join(directory, name), checkpoint)
+                                               for name in WRITES):
+        raise ValueError(f"{directory} would be written over {checkpoint}, the model this export reads; choose "
+                         "another folder")
+
+
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:   # each file is written whole (renamed into place), but maybe not all of them
+        print("export_gpt2.py: interrupted; the folder may hold part of the export", file=sys.stderr)
+        sys.exit(130)

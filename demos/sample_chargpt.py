@@ -8,10 +8,13 @@ Prints the prompt followed by the generated characters. An .npz checkpoint of te
 own, whose tokens are then subwords).
 """
 import argparse
+import os
+import sys
 
 import nn
 from _common import load_model   # demos/ is on the path when a demo runs
 from train.flags import COUNT, NON_NEGATIVE, POSITIVE_COUNT, SEED
+from train.outputs import printable_output
 
 
 def main(argv=None):
@@ -28,8 +31,10 @@ def main(argv=None):
     args = parser.parse_args(argv)   # each number checked as it is read (train/flags.py)
     if not args.prompt:
         parser.error("--prompt is empty: give at least one character to start from")
+    printable_output()   # a vocabulary a terminal's encoding cannot show (Korean in Latin-1): escaped
 
     try:
+        refuse_own_input(args.checkpoint)
         model, tokenizer, _ = load_model(args.checkpoint)
     except (ValueError, OSError) as error:   # CheckpointError is a ValueError; a missing file an OSError
         parser.exit(1, f"{parser.prog}: error: {error}\n")   # one line, status 1: the file is wrong, not the usage
@@ -37,11 +42,29 @@ def main(argv=None):
         prompt = tokenizer.encode(args.prompt)
     except ValueError as error:
         known = getattr(tokenizer, "chars", None)   # a character vocabulary (a GPT-2 folder's may be subwords)
-        parser.error(f"--prompt: {error}" + (f"; the model knows only these: {known!r}" if known else ""))
+        parser.error(f"--prompt: {error}" + (f"; the model knows only these: {nn.data.shown(known)}" if known else ""))
     ids = model.generate(prompt[None, :], args.max_new_tokens, temperature=args.temperature,
                          top_k=args.top_k, seed=args.seed)
     print(tokenizer.decode(ids[0]))
 
 
+def refuse_own_input(checkpoint):
+    """Refuse (ValueError) a stdout that is the checkpoint itself, or a file of the folder read
+    (`> run.safetensors`, `>> model/config.json`): the sample would be written into its own input."""
+    try:
+        written = os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):   # no stdout, or not a file: nothing to compare
+        return
+    read = [os.path.join(checkpoint, name) for name in os.listdir(checkpoint)] if os.path.isdir(checkpoint) \
+        else [checkpoint]
+    if any(os.path.exists(path) and os.path.samestat(written, os.stat(path)) for path in read):
+        raise ValueError(f"stdout is {checkpoint}'s own file: the sample would be written into the model it is "
+                         "read from (the shell may have emptied it already); send it to another file")
+
+
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:   # Ctrl-C while the model loads or generates: nothing is written, nothing lost
+        print("sample_chargpt.py: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -35,19 +35,22 @@ import tensorgrad as tg
 import train
 from nn import data
 from train.evaluate import full_split_loss, on_a_terminal, sample
-from train.run import JobError, NonFinite
+from train.outputs import printable_output
+from train.run import JobError, NonFinite, Stopped
 
 
 def main(argv=None):
+    printable_output()   # a file name that is not UTF-8, Korean text in a Latin-1 locale: escaped, not a traceback
     config, given = train.flags.parse_config(argv, __doc__)
     train.keep_freed_memory()   # each step's graph is freed whole: reuse its memory, don't re-fault it
-    checkpoint = None
-    if config.resume:   # a resumed run takes its model, tokenizer and settings from the checkpoint
-        checkpoint = train.run.load_checkpoint(config.out)   # (model, tokenizer, meta)
-        config = train.resume.resumed_config(config, given, checkpoint)   # its run state checked first
-    config = train.flags.within_cores(config)
-    with train.run.claim_outputs(config):
-        fit(config, checkpoint)
+    interrupt = train.run.Interrupt()   # from now on, Ctrl-C and SIGTERM end the job with their status and one line
+    with train.run.claim_outputs(config):   # first: a resumed run reads a checkpoint that no other run writes
+        checkpoint = None
+        if config.resume:   # a resumed run takes its model, tokenizer and settings from the checkpoint
+            checkpoint = train.run.load_checkpoint(config.out)   # (model, tokenizer, meta)
+            config = train.resume.resumed_config(config, given, checkpoint)   # its run state checked first
+        train.run.check_outputs(config)   # now that the corpus is known: not one of the outputs
+        fit(train.flags.within_cores(config), interrupt, checkpoint)
 
 
 def build(config, checkpoint=None):
@@ -72,31 +75,50 @@ def build(config, checkpoint=None):
     return corpus, model, optimizer
 
 
-def fit(config, checkpoint=None):
+def fit(config, interrupt, checkpoint=None):
     """The run, from the corpus to the final checkpoint and sample; `checkpoint` (model,
-    tokenizer, meta), when given, is the run it continues."""
+    tokenizer, meta), when given, is the run it continues; `interrupt` (train.run.Interrupt)
+    the stops it heeds."""
     corpus, model, optimizer = build(config, checkpoint)
     if config.processes > 1:   # the processes are the parallelism: one core each, not two apiece
         threadpool_limits(1)   # for BLAS's matrix products
         tg.set_num_threads(1)  # and for tensorgrad's elementwise work
-    interrupt = train.run.Interrupt()   # first: a wait for a worker that does not answer ends at a stop
     parallel = train.DataParallel(model, config.processes, optimizer, reply_timeout=config.worker_timeout,
                                   stopping=lambda: interrupt.requested)   # forks its workers now
     run = train.run.Run(config, corpus, model, optimizer, checkpoint)   # step, history, random streams
     print(f"model: {model.num_parameters():,} parameters (n_layer {config.n_layer}, n_head {config.n_head}, "
           f"n_embd {config.n_embd}, block_size {config.block_size})"
           + (f"; resuming from {run.out} at step {run.step}" if checkpoint else ""))
-    started, seconds, first_step = time.perf_counter(), 0.0, run.step
-    terminal, params, full, lost = on_a_terminal(), model.parameters(), None, None
+    started, first_step, seconds, full, lost = time.perf_counter(), run.step, 0.0, None, None
+    # from here a first stop lets the step (or the evaluation's batch) end, then saves; a second quits at once
+    with interrupt.deferred(), run.quitting():
+        try:
+            seconds = train_steps(run, parallel, interrupt)
+            if not interrupt.requested and (run.evaluated(run.step) or run.evaluate(parallel, interrupt)):
+                full = full_split_loss(parallel, corpus.val, config.block_size, config.batch_size, interrupt)
+        except train.WorkerDied as died:   # died, or stopped answering: the run cannot go on without it
+            lost = died
+        if full is None:   # Ctrl-C, SIGTERM or a worker lost, in training or in the final evaluation
+            run.stop(interrupt, lost)   # saves the last completed step (on --resume a step cut short runs again), exits
+        report(run, parallel, full, seconds, run.step - first_step, time.perf_counter() - started, interrupt)
+
+
+def train_steps(run, parallel, interrupt):
+    """Optimizer steps from run.step to --max_iters, each evaluation at its step, until a stop
+    (then the step in progress ends first). Returns the seconds the steps took, evaluations aside."""
+    config, model, optimizer = run.config, run.model, run.optimizer
+    terminal, params, seconds = on_a_terminal(), model.parameters(), 0.0
     bar = tqdm(total=config.max_iters, initial=run.step, unit="iter", dynamic_ncols=True, disable=not terminal)
     try:
         while run.step < config.max_iters and not interrupt.requested:
             step = run.step
             evaluating = step % config.eval_interval == 0 and not run.evaluated(step)
-            if evaluating:
-                run.evaluate(parallel)
+            if evaluating and not run.evaluate(parallel, interrupt):
+                break   # stopped during the evaluation: the step is not taken (on --resume it is evaluated again)
             if config.sample_every and step % config.sample_every == 0 and step > 0:
-                tqdm.write(f"--- sample at step {step} ---\n{sample(model, corpus.tokenizer, config.seed)}\n---")
+                text = sample(model, run.corpus.tokenizer, config.seed, interrupt)   # None: stopped meanwhile
+                if text is not None:
+                    tqdm.write(f"--- sample at step {step} ---\n{text}\n---")
 
             # one optimizer step, as nanoGPT takes it: forward_backward is `_, loss = model(x, y);
             # loss.backward()` and step is `optimizer.step()`, each split across --processes;
@@ -124,22 +146,15 @@ def fit(config, checkpoint=None):
             elif step % config.log_interval == 0:   # a log file gets lines, not a bar's redraws
                 print(f"iter {step}: {progress}", flush=True)
             run.stepped()
+    finally:
         bar.close()
-        if not interrupt.requested:
-            if not run.evaluated(run.step):
-                run.evaluate(parallel)
-            full = full_split_loss(parallel, corpus.val, config.block_size, config.batch_size, interrupt)
-    except train.WorkerDied as died:   # died, or stopped answering: the run cannot go on without it
-        bar.close()
-        lost = died
-    if full is None:   # Ctrl-C, SIGTERM or a worker lost, in training or in the final evaluation
-        run.stop(interrupt, lost)   # saves the last completed step (on --resume a step cut short runs again), exits
-    report(run, parallel, full, seconds, run.step - first_step, time.perf_counter() - started)
+    return seconds
 
 
-def report(run, parallel, full, seconds, steps, wall):
+def report(run, parallel, full, seconds, steps, wall, interrupt):
     """The end of a finished run: the full split's loss, the speed and memory, the final
-    checkpoint and plots, and a sample."""
+    checkpoint and plots, and a sample (dropped at once by a stop, which then ends the job
+    with its status: everything else is written by then)."""
     run.require_finite(run.step, full_val_loss=full)
     print(f"final val loss (full split): {full:.4f}")
     tokens = steps * run.config.batch_size * run.config.block_size
@@ -152,18 +167,26 @@ def report(run, parallel, full, seconds, steps, wall):
     print(f"gradient health: {run.health.seconds:.2f} s measuring, writing and drawing, "
           f"{run.health.seconds / max(seconds, 1e-9):.1%} of the training time")
     print(f"checkpoint: {run.out}")
-    print(f"--- sample ---\n{sample(run.model, run.corpus.tokenizer, run.config.seed)}\n---")
+    text = sample(run.model, run.corpus.tokenizer, run.config.seed, interrupt)
+    if text is None:   # a stop in the final save, plots or sample
+        print(f"{train.run.how(interrupt.signal)} at the end of the run: checkpoint written to {run.out} "
+              f"(step {run.step}, the last); no sample")
+        sys.exit(128 + interrupt.signal)
+    print(f"--- sample ---\n{text}\n---")
 
 
 if __name__ == "__main__":
     try:
         main()
+    except Stopped as stop:   # at once: before training began, or a second time
+        print(f"train_chargpt.py: {stop}", file=sys.stderr)
+        sys.exit(128 + stop.signal)
     except NonFinite as error:
         print(f"train_chargpt.py: {error}", file=sys.stderr)
         sys.exit(3)
     except (JobError, data.DataError, nn.CheckpointError, OSError) as error:   # OSError: e.g. --out unwritable
         print(f"train_chargpt.py: error: {error}", file=sys.stderr)
         sys.exit(getattr(error, "status", 1))
-    except KeyboardInterrupt:   # before the loop started, or a second Ctrl-C
+    except KeyboardInterrupt:   # before the job began to handle it (Interrupt)
         print("train_chargpt.py: interrupted; no checkpoint written this time", file=sys.stderr)
         sys.exit(130)

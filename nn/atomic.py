@@ -11,15 +11,10 @@ import re
 import secrets
 import stat
 
-try:
-    import fcntl
-except ImportError:   # Windows: no flock
-    fcntl = None
-
 # A temporary file is named .tmp-<writer's pid>-<32 random hex digits>-<target's name>: the
 # pid says whether its writer is still running, the random digits make it a name no user file
 # has (.tmp-2024-05-corpus.txt is not one), and the target's name says what it was going to be.
-TEMPORARY = re.compile(r"\.tmp-(\d+)-[0-9a-f]{32}-.+")
+TEMPORARY = re.compile(r"\.tmp-(\d+)-[0-9a-f]{32}-(.+)")
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)   # (POSIX; Windows has no symlinks to plant)
 # what a path names, when it is not a regular file
 NOT_FILES = {stat.S_ISDIR: "a folder", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
@@ -35,14 +30,23 @@ def open_regular(path):
     unless it is a regular file: a device never ends (/dev/zero, /dev/urandom) and opening a
     FIFO waits for a writer. It is opened without waiting (O_NONBLOCK, which a regular file
     ignores) and checked once open (os.fstat), so a path that changes in between cannot slip
-    by. FileNotFoundError when nothing is there. A caller bounds what it reads by the size
-    os.fstat gives, and reads at most one byte more (a file that grows meanwhile shows)."""
+    by (and it is checked before it is opened too: opening some devices does something).
+    FileNotFoundError when nothing is there. A caller bounds what it reads: the size os.fstat
+    gives, or a limit of its own, and one byte more (a file that grows meanwhile shows)."""
+    _refuse_irregular(path, os.stat(path))
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))   # (POSIX, Windows)
-    kind = what_it_is(os.fstat(fd))
-    if kind:
+    try:
+        _refuse_irregular(path, os.fstat(fd))
+    except NotAFile:
         os.close(fd)
-        raise NotAFile(f"{path}: is {kind}, not a regular file")
+        raise
     return os.fdopen(fd, "rb")
+
+
+def _refuse_irregular(path, info):
+    kind = what_it_is(info)
+    if kind:
+        raise NotAFile(f"{path}: is {kind}, not a regular file")
 
 
 def what_it_is(info):
@@ -71,8 +75,7 @@ def write_atomically(path, write):
     mix, and a crash (or Ctrl-C) mid-write leaves the old file behind. Only a kill that
     gives no chance to clean up (SIGKILL, a power cut) leaves the temporary file too:
     remove_stale_temporaries() removes it later. The temporary is created where nothing was
-    (O_EXCL: no planted link is followed) and locked (flock) until it is renamed: a cleaner
-    that cannot see its writer's pid (another pid namespace) still sees it in use."""
+    (O_EXCL: no planted link is followed)."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     temporary = os.path.join(folder, f".tmp-{os.getpid()}-{secrets.token_hex(16)}-{os.path.basename(path)}")
@@ -80,24 +83,23 @@ def write_atomically(path, write):
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as file:
-            if fcntl:
-                fcntl.flock(fd, fcntl.LOCK_EX)
             write(file)
             file.flush()
             os.fsync(file.fileno())
-            os.replace(temporary, path)   # still open, so still locked
+        os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)
         raise
 
 
-def remove_stale_temporaries(folder, keep=()):
+def remove_stale_temporaries(folder, keep=(), in_use=lambda target: False):
     """Delete the temporary files that write_atomically left in `folder` when its writer was
     killed mid-write: only files of its naming scheme, only when they are provably abandoned
-    (the process that wrote them is gone and their lock is free: a running writer's file is
-    still being written), only regular files with one name that this user owns, and never one
-    of `keep` (the paths a run reads or claims: its corpus, its outputs, their locks), under any
-    name. Returns their paths."""
+    (the process that wrote them is gone, and in_use(target path) says no one may still be
+    writing the file it was to become: train passes "another run holds its lock", which a
+    writer in another pid namespace does), only regular files with one name that this user
+    owns, and never one of `keep` (the paths a run reads or claims: its corpus, its outputs,
+    their locks), under any name. Returns their paths."""
     removed = []
     try:
         names = os.listdir(folder or ".")
@@ -107,35 +109,23 @@ def remove_stale_temporaries(folder, keep=()):
     for name in names:
         match = TEMPORARY.fullmatch(name)
         path = os.path.join(folder, name)
-        if match and not _running(int(match.group(1))) and _remove_abandoned(path, keeping):
+        if (match and not _running(int(match.group(1))) and not in_use(os.path.join(folder, match.group(2)))
+                and _remove_ours(path, keeping)):
             removed.append(path)
     return removed
 
 
-def _remove_abandoned(path, keeping):
-    """Remove the temporary at `path` if it is ours to remove (see remove_stale_temporaries) and
-    no one holds its lock; True if it was removed."""
+def _remove_ours(path, keeping):
+    """Remove the temporary at `path` if it is ours to remove: a regular file (not a symlink:
+    os.lstat) with one name, this user's, none of `keeping` (os.stat results); True if it was."""
     try:
-        fd = os.open(path, os.O_RDONLY | NO_FOLLOW | getattr(os, "O_NONBLOCK", 0))
-    except OSError:   # gone (another run cleaned it first), or a symlink: not a file of ours
-        return False
-    try:
-        info = os.fstat(fd)
+        info = os.lstat(path)
         if not_ours(info) or any(os.path.samestat(info, other) for other in keeping):
-            return False
-        if fcntl:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:   # its writer is alive where we cannot see its pid
-                return False
-        if not os.path.samestat(os.stat(path, follow_symlinks=False), info):   # replaced meanwhile
             return False
         os.unlink(path)
         return True
-    except FileNotFoundError:
+    except FileNotFoundError:   # another run cleaned it first
         return False
-    finally:
-        os.close(fd)
 
 
 def _running(pid):

@@ -18,24 +18,28 @@ nn.load also reads the .npz checkpoints of tensorgrad 0.1.
 The checksum proves only that the file is as it was written, not that whoever wrote it
 meant well: anyone who edits a checkpoint can compute a new one. So what load reads is input
 all the same: its metadata is JSON of a bounded size and depth (nn/tensorfile.py) and an
-object, and every float array must be finite (check_finite), or the file is refused by name.
+object, and every float array must be finite (check_finite), or the file is refused by name;
+an optimizer state restored from it holds no negative step count or second moment
+(check_optimizer_state).
 
 load_gpt reads the checkpoint of a GPT as demos/train_chargpt.py writes it (model_config and
 tokenizer in the metadata): each field it reads is checked for type and range, and what the
 metadata claims is checked against the tensors before a model is built from it, and each
-tensor against the model (check_state), so a file that does not fit is a CheckpointError
-naming the file, the field or the tensor and what differs, never a traceback or a model that
-samples garbage.
+tensor against the model (check_state), and the model's logits must be finite (check_logits),
+so a file that does not fit is a CheckpointError naming the file, the field or the tensor and
+what differs, never a traceback or a model that samples garbage.
 """
 import errno
 import json
 import numbers
-import os
 import zlib
 
 import numpy as np
 
+import tensorgrad as tg
+
 from . import rng
+from .atomic import open_regular
 from .data import CharTokenizer, DataError
 from .tensorfile import CheckpointError, check_finite, parse_json, read_npz, read_safetensors, write_safetensors
 from .transformer import GPT
@@ -53,8 +57,10 @@ GPT_FIELDS = {   # each field of a model_config: (its check, what it must be), a
     "pos": (lambda pos: pos in GPT.POSITIONS, f"pos as one of {', '.join(GPT.POSITIONS)}"),
     "tie_weights": (lambda tie: isinstance(tie, bool), "tie_weights as true or false")}
 MAX_CONTEXT = 2**16   # the largest block_size believed without a position table in the file to confirm it
+PROBE = 8   # tokens of the window check_logits runs the model on
+NON_NEGATIVE = {"updates": "a count of steps", "v": "a second moment (a running mean of squared gradients)"}
 
-__all__ = ["CheckpointError", "save", "load", "check_state", "load_gpt"]
+__all__ = ["CheckpointError", "save", "load", "check_state", "check_optimizer_state", "check_logits", "load_gpt"]
 
 
 def save(path, model, optimizer=None, **meta):
@@ -76,10 +82,11 @@ def load(path, optimizer=None):
     """Read a checkpoint: returns (model state {name: array}, meta dict); restores the
     optimizer's state into `optimizer` when given. Any damage is a CheckpointError, and so
     is an array (model or optimizer) holding a NaN or an infinity."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(errno.ENOENT, "no checkpoint file here", str(path))
-    with open(path, "rb") as file:
-        zipped = file.read(4) in ZIP_STARTS
+    try:
+        with open_regular(path) as file:   # a FIFO or a device is refused, without waiting
+            zipped = file.read(4) in ZIP_STARTS
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "no checkpoint file here", str(path)) from None
     arrays, meta = (_read_npz_checkpoint if zipped else _read_checkpoint)(path)
     check_finite(path, arrays)   # after the checksum: a flipped bit is called damage, not a NaN
     state = {name: a for name, a in arrays.items() if not name.startswith(OPTIMIZER)}
@@ -87,12 +94,53 @@ def load(path, optimizer=None):
         saved = {name[len(OPTIMIZER):]: a for name, a in arrays.items() if name.startswith(OPTIMIZER)}
         if not saved:
             raise CheckpointError(f"{path}: has no optimizer state to restore")
+        check_optimizer_state(path, saved)
         try:
             optimizer.load_state_dict(saved)   # checks every name and shape before it writes
         except (KeyError, ValueError, TypeError) as error:
             raise CheckpointError(f"{path}: its optimizer state does not fit this optimizer: "
                                   f"{error.args[0]}") from None
     return state, meta
+
+
+def check_optimizer_state(path, saved):
+    """Refuse (CheckpointError) an optimizer state ({name: array}, without "optimizer/") that no
+    optimizer writes: a step count (Adam's t, one per parameter: "updates") or a second moment
+    (Adam's running mean of squared gradients, "v.3") below 0. Adam takes beta ** t and
+    sqrt(v), so an edited file with one would fail in the middle of a step, or train on nan."""
+    for name, array in saved.items():
+        kind = name.split(".")[0]
+        if kind in NON_NEGATIVE and array.size and array.min() < 0:
+            raise CheckpointError(f"{path}: tensor '{OPTIMIZER}{name}' holds {np.count_nonzero(array < 0):,} negative "
+                                  f"value(s) (the smallest {array.min()}), but it is {NON_NEGATIVE[kind]}, never "
+                                  "negative: an edited file. Its weights still sample; to train, resume from a "
+                                  "checkpoint of your own or start a new run")
+
+
+def check_logits(path, model):
+    """Refuse (CheckpointError) weights that are finite but so large that the model cannot be
+    computed with them: a product overflows float32 to inf (a LayerNorm's variance, an
+    attention score), and inf - inf is nan, or a LayerNorm divides by inf and leaves zeros:
+    such a model samples garbage. Measured on one short window of tokens (PROBE), in eval mode
+    (no dropout, no random numbers drawn), where numpy's overflow is an error (one thread:
+    tensorgrad splits only large arrays); the refusal names the tensor with the largest value."""
+    ids = np.arange(min(PROBE, model.config["block_size"]))[None] % model.config["vocab_size"]   # (1, T)
+    was_training = model.training
+    model.eval()
+    try:
+        with tg.no_grad(), np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
+            logits, _ = model(ids)
+        finite = bool(np.isfinite(logits.data).all())
+    except FloatingPointError:   # overflow, or inf - inf
+        finite = False
+    finally:
+        model.train(was_training)
+    if not finite:
+        name, largest = max(((name, float(np.abs(p.data).max())) for name, p in model.named_parameters()),
+                            key=lambda pair: pair[1])
+        raise CheckpointError(f"{path}: its weights are finite but so large that the model's forward pass overflows "
+                              f"to inf or nan (the largest value, {largest:.3g}, is in tensor {name!r}): a run that "
+                              "diverged, or an edited file; sample or resume from an earlier checkpoint")
 
 
 def check_state(path, state, model):
@@ -192,6 +240,7 @@ def load_gpt(path):
         raise CheckpointError(f"{path}: its model_config describes no GPT: {error}") from None
     check_state(path, state, model)
     model.load_state_dict(state, assign=True)
+    check_logits(path, model)
     return model, tokenizer, meta
 
 

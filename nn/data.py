@@ -11,16 +11,19 @@ Corpora (load_corpus):
 - "shakespeare": tiny shakespeare, downloaded on first use from SHAKESPEARE.url into
   cache_folder() ($TENSORGRAD_CACHE, else the platform's user cache folder), and accepted
   only with the expected size and sha256: checked before it is written (through a temporary
-  file and a rename) and again whenever the cached copy is read, so the cache never holds a
-  bad or half-written file. A checksum mismatch is a DataError naming both sums.
+  file and a rename), so the cache never holds a bad or half-written file, and again whenever
+  the cached copy is read. A download's checksum mismatch is a DataError naming both sums; a
+  cached copy that differs (edited by its user, say) is never removed: renamed (after its
+  sha256) when the real one is downloaded, left as it is when that cannot be, and the
+  description says which.
 - When the download cannot reach the server and nothing is cached, the corpus is built on
   the spot from text every Python installation has: the docstrings of the standard library
   (fallback_corpus), and the returned description says so in one line. The project ships
   no third-party text.
 - Anything else is the path of a UTF-8 text file; an empty, binary or non-UTF-8 file is a
   DataError, and prepare() refuses a text too short to give each split one block.
-- Every file is read as input (open_regular): it must be a regular file (a device such as
-  /dev/zero, a FIFO or a socket is refused before it is read, and without waiting), and no
+- Every file is read as input (nn.atomic.open_regular): it must be a regular file (a device
+  such as /dev/zero, a FIFO or a socket is refused before it is read, and without waiting), and no
   larger than the max_bytes a caller gives (the main job's is tied to the memory available:
   a text takes up to MEMORY_PER_BYTE bytes of memory per byte while it becomes ids).
 
@@ -32,7 +35,6 @@ import ast
 import hashlib
 import http.client
 import os
-import stat
 import sys
 import sysconfig
 import urllib.request
@@ -40,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .atomic import write_atomically
+from .atomic import NotAFile, open_regular, write_atomically
 
 
 class DataError(ValueError):
@@ -77,10 +79,10 @@ class CharTokenizer:
     def encode(self, text):
         """str -> int64 ndarray of ids. Characters outside the vocabulary are an error
         that lists them: a model can only read the characters it was trained on."""
-        unknown = sorted(set(text) - self._ids.keys())
+        unknown = "".join(sorted(set(text) - self._ids.keys()))
         if unknown:
-            raise ValueError(f"CharTokenizer.encode: {len(unknown)} character(s) not in the "
-                             f"vocabulary of {self.vocab_size}: {', '.join(map(repr, unknown))}")
+            raise ValueError(f"CharTokenizer.encode: {len(unknown)} character(s) not in the vocabulary of "
+                             f"{self.vocab_size}: {shown(unknown)}")
         return np.array([self._ids[char] for char in text], dtype=np.int64)
 
     def decode(self, ids):
@@ -100,6 +102,13 @@ class CharTokenizer:
 
     def __repr__(self):
         return f"CharTokenizer(vocab_size={self.vocab_size})"
+
+
+def shown(chars, limit=80):
+    """Characters for a message, bounded: the first `limit` of them, each as repr writes it
+    ('a', '\\n'), and how many more there are. A vocabulary can hold a million."""
+    rest = f" and {len(chars) - limit:,} more" if len(chars) > limit else ""
+    return ", ".join(map(repr, chars[:limit])) + rest
 
 
 # ---- the splits and batches ---------------------------------------------------------
@@ -194,22 +203,29 @@ def load_corpus(source="shakespeare", cache_dir=None, timeout=TIMEOUT, max_bytes
     remote, path = _remote(source), corpus_file(source, cache_dir)
     if remote is None:
         return read_text(source, max_bytes), str(source)
-    data = _read_cached(path, remote)
-    if data is not None:
-        return data.decode("utf-8"), f"{remote.filename}, cached at {path}"
+    cached = _read_cached(path, remote)
+    if cached is not None and _matches(cached, remote):
+        return cached.decode("utf-8"), f"{remote.filename}, cached at {path}"
     try:
         data = fetch(remote, timeout)
     except (OSError, http.client.HTTPException) as error:   # URLError and timeouts are OSErrors
-        text = fallback_corpus()
-        reason = getattr(error, "reason", error)
-        return text, (f"offline: could not download {remote.url} ({reason}) and no copy is cached "
-                      f"in {os.path.dirname(path)}; training instead on the docstrings of Python "
-                      f"{sys.version_info[0]}.{sys.version_info[1]}'s standard library "
-                      f"({len(text):,} characters), so no loss will match the real corpus's. For it: put "
-                      f"{remote.filename} at {path} (checked by its sha256), or pass --data PATH to train "
-                      f"on a copy of yours")
+        return _offline(remote, path, getattr(error, "reason", error), cached is not None)
+    aside = "" if cached is None else f" (the copy there differed from it: kept as {_set_aside(path, cached)})"
     write_atomically(path, lambda file: file.write(data))   # only now, checked: the cache holds nothing bad
-    return data.decode("utf-8"), f"{remote.filename}, downloaded from {remote.url} to {path}"
+    return data.decode("utf-8"), f"{remote.filename}, downloaded from {remote.url} to {path}{aside}"
+
+
+def _offline(remote, path, reason, differing):
+    """(text, description) when `remote` cannot be downloaded and no real copy is cached (a
+    differing one, `differing`, is left as it is): the standard library's docstrings."""
+    text = fallback_corpus()
+    cached = (f"the copy at {path} is not it (its sha256 differs; left as it is)" if differing else
+              f"no copy is cached in {os.path.dirname(path)}")
+    return text, (f"offline: could not download {remote.url} ({reason}) and {cached}; training instead on the "
+                  f"docstrings of Python {sys.version_info[0]}.{sys.version_info[1]}'s standard library "
+                  f"({len(text):,} characters), so no loss will match the real corpus's. For it: put "
+                  f"{remote.filename} at {path} (checked by its sha256), or pass --data PATH to train "
+                  f"on a copy of yours")
 
 
 def corpus_file(source="shakespeare", cache_dir=None):
@@ -260,19 +276,31 @@ def _verify(data, remote, where):
 
 
 def _read_cached(path, remote):
-    """The cached file's bytes when it is there and intact; a damaged copy is deleted (it
-    is ours: the cache keeps nothing bad) and None returned, so it is downloaded again."""
+    """The cached file's bytes (at most remote.size + 1 of them: one more shows a longer
+    file), or None when nothing is cached."""
     try:
-        with open_regular(path) as file:
-            data = file.read(remote.size + 1)
+        with _open_corpus(path) as file:
+            return file.read(remote.size + 1)
     except FileNotFoundError:
         return None
+
+
+def _matches(data, remote):
+    return len(data) == remote.size and hashlib.sha256(data).hexdigest() == remote.sha256
+
+
+def _set_aside(path, data):
+    """Rename the cached copy at `path`, which is not the expected file (its user may have
+    edited it), to path.<the start of its sha256>, never writing over a file of that name;
+    returns the new name. The cache keeps nothing bad under the real name, and loses nothing."""
+    aside = f"{path}.{hashlib.sha256(data).hexdigest()[:12]}"
     try:
-        _verify(data, remote, path)
-    except DataError:
-        os.unlink(path)
-        return None
-    return data
+        os.link(path, aside)   # a new name for it, or FileExistsError: nothing is written over
+    except FileExistsError:
+        raise DataError(f"{path}: the cached copy is not the expected file, and {aside}, the name to keep it "
+                        "under, is taken: move one of them away") from None
+    os.unlink(path)
+    return aside
 
 
 def read_text(path, max_bytes=None):
@@ -280,7 +308,7 @@ def read_text(path, max_bytes=None):
     byte-order mark is dropped), or a DataError that names the file and the problem. A
     larger file is refused by its size, before a byte of it is read."""
     try:
-        file = open_regular(path)
+        file = _open_corpus(path)
     except FileNotFoundError:
         raise DataError(f"{path}: no such file; --data takes 'shakespeare' or the path of a "
                         f"UTF-8 text file") from None
@@ -308,31 +336,13 @@ def _too_large(path, size, max_bytes):
                      "part of it")
 
 
-# what a path names, when it is not a regular file
-NOT_FILES = {stat.S_ISDIR: "a folder", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
-             stat.S_ISFIFO: "a FIFO (a named pipe)", stat.S_ISSOCK: "a socket"}
-
-
-def open_regular(path):
-    """The file at `path` open to read bytes, refused (DataError naming it and what it is)
-    unless it is a regular file: a device never ends (/dev/zero, /dev/urandom) and opening a
-    FIFO waits for a writer. The path is checked before it is opened (os.stat opens nothing)
-    and the file again once open, in case the path changed in between: it is opened without
-    waiting (O_NONBLOCK, which a regular file ignores). FileNotFoundError when nothing is there."""
-    _require_regular(path, os.stat(path))
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))   # (POSIX, Windows)
+def _open_corpus(path):
+    """The file at `path` open to read (nn.atomic.open_regular: a regular file, opened without
+    waiting), or a DataError saying what it is instead and what --data takes."""
     try:
-        _require_regular(path, os.fstat(fd))
-    except DataError:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "rb")
-
-
-def _require_regular(path, info):
-    if not stat.S_ISREG(info.st_mode):
-        kind = next((name for test, name in NOT_FILES.items() if test(info.st_mode)), "not a file")
-        raise DataError(f"{path}: is {kind}, not a regular file; --data takes the path of a UTF-8 text file")
+        return open_regular(path)
+    except NotAFile as error:
+        raise DataError(f"{error}; --data takes the path of a UTF-8 text file") from None
 
 
 def fallback_corpus():

@@ -21,7 +21,8 @@ transposed, since GPT-2's lm_head is a torch Linear, (out, in):
 
 The character vocabulary travels as tokenizer.json (the `tokenizers` library's format: a BPE
 without merges, so each character is one token), which char_tokenizer(directory) reads back.
-Every file of a folder is input: its JSON is read within nn/tensorfile.py's bounds, each
+Every file of a folder is input, opened as a corpus is (nn.atomic.open_regular: a FIFO or a
+device is refused, without waiting): its JSON is read within nn/tensorfile.py's bounds, each
 config.json key GPT-2 defines is checked for its type before it is used (a wrong one is a
 CheckpointError naming the key and the file), and every weight must be finite.
 This module builds no model and imports no other part of nn's network: nn/transformer.py
@@ -149,7 +150,7 @@ def gpt2_model_config(directory):
     path = os.path.join(directory, CONFIG)
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"GPT.from_gpt2: {directory} is not a folder")
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):   # (a FIFO or a folder there is refused by name when it is read)
         raise FileNotFoundError(f"GPT.from_gpt2: {directory} has no {CONFIG}: not a Hugging Face model folder")
     given = read_json(path)
     if not isinstance(given, dict) or given.get("model_type") != "gpt2":
@@ -181,9 +182,9 @@ def gpt2_model_config(directory):
 def weight_files(directory):
     """The safetensors files of a folder: model.safetensors, or the shards its index lists."""
     single, index = os.path.join(directory, WEIGHTS), os.path.join(directory, SHARDS)
-    if os.path.isfile(single):
+    if os.path.lexists(single):
         return [single]
-    if os.path.isfile(index):
+    if os.path.lexists(index):
         contents = read_json(index)
         weight_map = contents.get("weight_map") if isinstance(contents, dict) else None
         if not (isinstance(weight_map, dict) and all(isinstance(file, str) for file in weight_map.values())):
@@ -206,7 +207,7 @@ def char_tokenizer(directory):
     vocabulary as to_gpt2 writes it; None when the folder has another tokenizer (GPT-2's
     own byte-level BPE, say) or none."""
     path = os.path.join(directory, TOKENIZER)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         return None
     contents = read_json(path)
     model = contents.get("model") if isinstance(contents, dict) else None

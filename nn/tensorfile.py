@@ -30,7 +30,7 @@ import zipfile
 
 import numpy as np
 
-from .atomic import write_atomically
+from .atomic import open_regular, write_atomically
 
 MAX_HEADER_BYTES = 100_000_000   # safetensors' own limit: a header is names and numbers, not data
 MAX_JSON_BYTES = MAX_HEADER_BYTES   # any JSON file read: GPT-2's tokenizer.json, the largest, is 1.4 MB
@@ -86,7 +86,7 @@ def read_safetensors(path, names=None):
     if missing:
         raise CheckpointError(f"{path}: has no tensor {missing[0]!r}")
     arrays = {}
-    with open(path, "rb") as file:
+    with open_regular(path) as file:
         for name in layout if names is None else names:
             dtype, shape, begin = layout[name]
             array = arrays[name] = np.empty(shape, dtype)
@@ -99,9 +99,10 @@ def read_safetensors(path, names=None):
 def safetensors_layout(path):
     """The header of a safetensors file, checked against the file's size before anything
     else is read: ({name: (numpy dtype, shape, offset of its bytes in the data)}, where the
-    data starts in the file, metadata {str: str})."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as file:
+    data starts in the file, metadata {str: str}). The file is opened as nn.atomic.open_regular
+    opens it: a FIFO or a device is refused, without waiting."""
+    with open_regular(path) as file:
+        size = os.fstat(file.fileno()).st_size
         prefix = file.read(8)
         if len(prefix) < 8:
             raise CheckpointError(f"{path}: not a checkpoint: {size} bytes, too short for a safetensors file "
@@ -197,8 +198,9 @@ def check_finite(path, arrays):
 # ---- JSON ------------------------------------------------------------------------------------
 def read_json(path):
     """The JSON value in the file at `path`, read as parse_json reads it after its size is
-    checked (at most MAX_JSON_BYTES), or CheckpointError naming the file."""
-    with open(path, "rb") as file:
+    checked (at most MAX_JSON_BYTES), or CheckpointError naming the file; the file is opened
+    as nn.atomic.open_regular opens it (a FIFO or a device is refused, without waiting)."""
+    with open_regular(path) as file:
         text = file.read(MAX_JSON_BYTES + 1)
     if len(text) > MAX_JSON_BYTES:
         raise CheckpointError(f"{path}: more than {MAX_JSON_BYTES:,} bytes: larger than any JSON file read here")
@@ -249,25 +251,27 @@ def read_npz(path):
     members. Each member's .npy header is checked against the member's size before its
     array is read, and object arrays (which need pickle) are refused unread; zip's CRC
     catches a damaged byte."""
-    if not zipfile.is_zipfile(path):   # also catches truncation: the zip index sits at the end
-        raise CheckpointError(f"{path}: not a checkpoint (an .npz zip archive), or truncated")
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-            if len(set(names)) != len(names):
-                raise CheckpointError(f"{path}: corrupted: an entry's name appears twice")
-            return {info.filename.removesuffix(".npy"): _npy_member(path, archive, info)
-                    for info in archive.infolist()}
-    except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError, zipfile.BadZipFile, KeyError) as error:
-        # zipfile reports a damaged archive in many ways (bad CRC, "encrypted", unknown method...)
-        raise CheckpointError(f"{path}: corrupted ({type(error).__name__}: {error})") from None
+    with open_regular(path) as file:
+        if not zipfile.is_zipfile(file):   # also catches truncation: the zip index sits at the end
+            raise CheckpointError(f"{path}: not a checkpoint (an .npz zip archive), or truncated")
+        size = os.fstat(file.fileno()).st_size
+        try:
+            with zipfile.ZipFile(file) as archive:
+                names = archive.namelist()
+                if len(set(names)) != len(names):
+                    raise CheckpointError(f"{path}: corrupted: an entry's name appears twice")
+                return {info.filename.removesuffix(".npy"): _npy_member(path, size, archive, info)
+                        for info in archive.infolist()}
+        except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError, zipfile.BadZipFile,
+                KeyError) as error:   # zipfile reports a damaged archive in many ways (bad CRC, "encrypted"...)
+            raise CheckpointError(f"{path}: corrupted ({type(error).__name__}: {error})") from None
 
 
-def _npy_member(path, archive, info):
+def _npy_member(path, size, archive, info):
     where = f"{path}: entry {info.filename!r}"
     if not info.filename.endswith(".npy"):
         raise CheckpointError(f"{where} is not a numpy array (.npy): not a tensorgrad checkpoint")
-    if info.compress_type != zipfile.ZIP_STORED or info.file_size > os.path.getsize(path):
+    if info.compress_type != zipfile.ZIP_STORED or info.file_size > size:
         raise CheckpointError(f"{where}: compressed, or larger than the file: tensorgrad 0.1 wrote neither")
     with archive.open(info) as member:
         version = np.lib.format.read_magic(member)   # a ValueError unless it starts as an .npy file

@@ -48,12 +48,13 @@ def test_a_writer_killed_mid_write_leaves_a_temporary_that_the_next_run_removes(
 
 
 def test_only_our_own_temporaries_are_removed(tmp_path):
-    gone = 2**22 + 12345   # above Linux's default pid_max: no such process
-    ours = tmp_path / f".tmp-{gone}-abc123_x-run.csv"
-    others = [".tmp-notes", f".tmp-{gone}", "data.tmp-1-x-y", "corpus.txt", f".tmp-{gone}-ABC-run.csv"]
+    gone, token = 2**22 + 12345, "0123456789abcdef" * 2   # above Linux's default pid_max: no such process
+    ours = tmp_path / f".tmp-{gone}-{token}-run.csv"
+    others = [".tmp-notes", f".tmp-{gone}", "data.tmp-1-x-y", "corpus.txt", f".tmp-{gone}-ABC-run.csv",
+              ".tmp-2024-05-corpus.txt", f".tmp-{gone}-abc123_x-run.csv"]   # a user's names, like ours once were
     for name in [ours.name, *others]:
         (tmp_path / name).write_text("x")
-    running = tmp_path / f".tmp-{os.getpid()}-abc123_x-run.csv"   # this process is writing it
+    running = tmp_path / f".tmp-{os.getpid()}-{token}-run.csv"   # this process is writing it
     running.write_text("x")
     if sys.platform == "win32":
         assert remove_stale_temporaries(tmp_path) == []   # no safe way to ask there: keep all

@@ -580,8 +580,9 @@ def test_every_file_the_job_writes_goes_through_the_atomic_writer(corpus, tmp_pa
 def test_the_temporaries_a_killed_run_left_are_removed_by_the_next_run_and_only_those(corpus, good):
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead, living = int(gone.stdout), os.getpid()
-    stale = good.parent / f".tmp-{dead}-k1ll3d-{good.name}"          # its writer is gone
-    busy = good.parent / f".tmp-{living}-wr1t1n-{good.name}"         # its writer (this test) still runs
+    token = "5ca1ab1e" * 4   # 32 hex digits, as nn.atomic names its temporaries
+    stale = good.parent / f".tmp-{dead}-{token}-{good.name}"         # its writer is gone
+    busy = good.parent / f".tmp-{living}-{token}-{good.name}"        # its writer (this test) still runs
     foreign = good.parent / ".tmp-notes"                            # not of our naming scheme
     for path in (stale, busy, foreign):
         path.write_bytes(b"half a checkpoint")

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from .outputs import OutputError, check_clashes, described, outputs
+from .outputs import OutputError, check_clashes, claimed
 
 
 def checked(convert, ok, expected):
@@ -184,8 +184,8 @@ def parse_config(argv=None, description=None):
     if Path(config.out).is_dir():
         parser.error(f"--out {config.out} is a folder: give the checkpoint's file name, e.g. "
                      f"{Path(config.out) / 'chargpt.safetensors'}")
-    try:   # --out names every output: they must be files of their own
-        check_clashes(described(outputs(config.out)), {})
+    try:   # --out names every output and its lock: they must be files of their own
+        check_clashes(claimed(config.out), {})
     except OutputError as error:
         parser.error(f"--out {config.out}: {error}; name the checkpoint with a suffix of its own, "
                      f"e.g. {Path(config.out).with_suffix('.safetensors')}")

@@ -39,7 +39,9 @@ import numpy as np
 
 import tensorgrad as tg
 
-from nn.atomic import write_atomically
+from nn.atomic import open_regular, write_atomically
+
+from .outputs import printable
 
 COLUMNS = ("step", "name", "grad_norm", "update_ratio", "residual_std", "gelu_tail_fraction")
 GELU_TAIL = 3.0   # |x| beyond which GELU is flat to about 1% (gelu_tail_fraction)
@@ -111,14 +113,15 @@ class HealthLog:
     """The gradient health of `model` at the steps measured, as rows of COLUMNS (None
     where a column does not apply to the row's parameter or block). Given a path, each
     measurement rewrites that CSV (atomically). resume_step: a run that continues at that
-    step keeps the rows the CSV already has from the steps before it."""
+    step keeps the rows the CSV already has from the steps before it (read_csv, the file at
+    most max_bytes bytes)."""
 
-    def __init__(self, model, path=None, resume_step=None):
+    def __init__(self, model, path=None, resume_step=None, max_bytes=None):
         self.model, self.path = model, Path(path) if path else None
         self.shapes = {name: p.shape for name, p in model.named_parameters()}
         self.rows = []
         if resume_step is not None and self.path and self.path.exists():
-            self.rows = [row for row in read_csv(self.path) if row["step"] < resume_step]
+            self.rows = [row for row in read_csv(self.path, max_bytes) if row["step"] < resume_step]
         self.seconds = 0.0   # spent measuring and writing (a caller adds its drawing): the cost of watching
 
     @contextmanager
@@ -155,24 +158,39 @@ def _cell(value):
     return "" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def read_csv(path):
-    """The rows of a CSV that HealthLog wrote (numbers as floats, the step an int)."""
-    with open(path, newline="") as file:
-        reader = csv.DictReader(file)
-        if tuple(reader.fieldnames or ()) != COLUMNS:
-            raise ValueError(f"{path}: not a gradient health log: its columns are {reader.fieldnames}, "
-                             f"expected {list(COLUMNS)}")
-        rows = []
-        for row in reader:
-            try:
-                if None in row or None in row.values():   # more cells than columns, or fewer
-                    raise ValueError(f"{len(COLUMNS)} cells expected")
-                rows.append({"step": int(row["step"]), "name": row["name"],
-                             **{c: float(row[c]) if row[c] else None for c in COLUMNS[2:]}})
-            except ValueError as error:   # that, or a cell that is not a number
-                raise ValueError(f"{path}: line {reader.line_num} of the gradient health log is damaged "
-                                 f"({error})") from None
-        return rows
+def read_csv(path, max_bytes=None):
+    """The rows of a CSV that HealthLog wrote (numbers as floats, the step an int), read as
+    input: a regular file (nn.atomic.open_regular: a FIFO is refused, without waiting) of at
+    most max_bytes bytes (None: any size), UTF-8 text of COLUMNS. Anything else is a ValueError
+    naming the file (its text cut short: a damaged cell can be megabytes)."""
+    with open_regular(path) as file:
+        data = file.read(-1 if max_bytes is None else max_bytes + 1)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ValueError(f"{path}: more than {max_bytes:,} bytes, more than a gradient health log of a run here "
+                         "can be")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: the gradient health log is damaged (byte {error.start} is not UTF-8)") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        columns = tuple(reader.fieldnames or ())
+        rows = [_row(row) for row in reader] if columns == COLUMNS else None
+    except (ValueError, csv.Error) as error:   # a row cut short, a cell that is not a number, one too large
+        line = reader.line_num + isinstance(error, csv.Error)   # csv counts a line once it has read it whole
+        raise ValueError(f"{path}: line {line} of the gradient health log is damaged ({str(error)[:200]})") from None
+    if rows is None:
+        raise ValueError(f"{path}: not a gradient health log: its columns are {str(list(columns))[:200]}, expected "
+                         f"{list(COLUMNS)}")
+    return rows
+
+
+def _row(row):
+    """One row of the log, its numbers read (ValueError unless each cell is one, where it must be)."""
+    if None in row or None in row.values():   # more cells than columns, or fewer
+        raise ValueError(f"{len(COLUMNS)} cells expected")
+    return {"step": int(row["step"]), "name": row["name"],
+            **{c: float(row[c]) if row[c] else None for c in COLUMNS[2:]}}
 
 
 def plot_health(health, path):
@@ -200,7 +218,7 @@ def plot_health(health, path):
 
     with plt.rc_context({"font.size": 14, "legend.fontsize": 12}):   # readable on a slide
         fig, ((ratio_ax, norm_ax), (std_ax, tail_ax)) = plt.subplots(2, 2, figsize=(16, 9), layout="constrained")
-        fig.suptitle(f"{path.name}: gradient health at each evaluation's step")
+        fig.suptitle(f"{printable(path.name)}: gradient health at each evaluation's step")
 
         # the matrices only: a bias or a LayerNorm starts at 0s or 1s, whose spread is 0
         colours = dict(zip(dict.fromkeys(map(kind_of, matrices)), plt.cm.tab10.colors))
@@ -222,7 +240,10 @@ def plot_health(health, path):
                 squares[layer_of(name)] += (series[name][i]["grad_norm"] or 0.0) ** 2
             norm_ax.plot(layers, np.sqrt(list(squares.values())), marker="o",
                          color=cmap(i / max(1, len(steps) - 1)))
-        norm_ax.set(yscale="log", ylabel="gradient norm (before clipping)", title="gradient norm of each layer")
+        # a log scale needs a norm > 0 (a one-character vocabulary has a loss of 0, and no gradient)
+        drawn = any(row["grad_norm"] for name in health.shapes for row in series[name])
+        norm_ax.set(yscale="log" if drawn else "linear", ylabel="gradient norm (before clipping)",
+                    title="gradient norm of each layer")
         norm_ax.tick_params(axis="x", labelrotation=30)
         colourbar = fig.colorbar(plt.cm.ScalarMappable(matplotlib.colors.Normalize(steps[0], steps[-1]), cmap),
                                  ax=norm_ax)

@@ -4,19 +4,23 @@ step, the evaluations so far, the random streams) saved to the checkpoint and re
 lost) and the loss log beside the checkpoint.
 
 Nothing is lost:
-- the outputs, all named after --out, may not be the corpus or each other; a new run does not
-  replace existing files without --overwrite; a run that would write a file another running
-  job writes is refused, naming the file and the pid of the run that holds its lock
-  (claim_outputs);
+- the outputs, all named after --out, and their locks may not be the corpus or each other; a
+  new run does not replace existing files without --overwrite; a run that would write a file
+  another running job writes is refused, naming the file and the pid of the run that holds its
+  lock; the locks are taken first, so --resume reads a checkpoint no other run is writing
+  (claim_outputs, then check_outputs);
 - a run whose step cannot fit in the memory available is refused before it allocates
   (require_memory);
 - a loss or gradient norm that is nan or inf stops the run before the update (NonFinite, exit
   status 3), and the checkpoint on disk stays the last finite one: no state with a nan or an
   inf is ever written (Run.require_finite, Run.save);
-- Ctrl-C and SIGTERM finish the current step, then the job saves and exits (Interrupt); a
-  worker that dies or stops answering has the last completed step saved (Run.stop);
+- Ctrl-C and SIGTERM finish the current step (or an evaluation's batch), then the job saves and
+  exits; before training begins, in a sample, or a second time, they end the job at once
+  (Interrupt); a worker that dies or stops answering has the last completed step saved
+  (Run.stop); each way out says in one line what is on disk;
 - every file is written to a temporary name and renamed (nn.atomic), and the temporary
-  files a killed run left are removed at the next start.
+  files a killed run left are removed at the next start (only provably abandoned ones, never a
+  file the run reads or claims).
 """
 import csv
 import io
@@ -36,7 +40,8 @@ from nn import data
 from . import evaluate, memory
 from .flags import MODEL_FIELDS
 from .health import HealthLog, plot_health
-from .outputs import Busy, OutputError, RunLock, check_clashes, described, outputs
+from .outputs import (Busy, OutputError, RunLock, check_clashes, claimed, described, lock_of, outputs, printable,
+                      written_elsewhere)
 
 
 class JobError(Exception):
@@ -53,13 +58,30 @@ class NonFinite(Exception):
     (exit status 3)."""
 
 
+def how(signum):
+    """How a stop is told: "interrupted" (Ctrl-C), "stopped by SIGTERM"."""
+    return "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+
+
+class Stopped(Exception):
+    """A Ctrl-C or SIGTERM that ends the job at once (see Interrupt): its message is the job's
+    last line, which says what is on disk, and its exit status 128 + the signal's number."""
+
+    def __init__(self, signum, message=None):
+        self.signal = signal.Signals(signum)
+        super().__init__(message or f"{how(signum)}; no checkpoint written this time")
+
+
 class Interrupt:
-    """Ctrl-C (SIGINT) and SIGTERM only raise a flag, so the loop finishes its step and stops
-    with a checkpoint, then exits with 128 + the signal's number (130, 143), as a shell
-    reports a process that signal ended. A second one gets the default behaviour: quit at once."""
+    """Ctrl-C (SIGINT) and SIGTERM, from the job's start to its end. While the run trains
+    (inside deferred()), the first one only raises a flag (requested), so the loop finishes
+    its step, or an evaluation its batch, and the run stops with a checkpoint. Elsewhere
+    (before training begins; in a sample, which changes nothing: unless_stopped), and for a
+    second one anywhere, it raises Stopped at once. Either way the job exits with 128 + the
+    signal's number (130, 143), as a shell reports a process that signal ended."""
 
     def __init__(self):
-        self.signal = None
+        self.signal, self.deferring = None, False
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, self)
 
@@ -68,41 +90,84 @@ class Interrupt:
         return self.signal is not None
 
     def __call__(self, signum, frame):
-        self.signal = signal.Signals(signum)
-        signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+        first = not self.requested
+        self.signal = self.signal or signal.Signals(signum)
+        if not (first and self.deferring):
+            raise Stopped(signum)
+
+    @contextmanager
+    def deferred(self):
+        """Inside this block, the first stop raises the flag only: the work checks it."""
+        self.deferring = True
+        try:
+            yield
+        finally:
+            self.deferring = False
+
+    def unless_stopped(self, work):
+        """work() (which changes nothing: a sample), ended at once by a stop: its result, or
+        None when a stop came before or meanwhile (requested then says which)."""
+        if self.requested:
+            return None
+        deferring, self.deferring = self.deferring, False
+        try:
+            return work()
+        except Stopped:
+            return None
+        finally:
+            self.deferring = deferring
 
 
 @contextmanager
 def claim_outputs(config):
-    """Everything the outputs need before step 0, held while the run writes them: none of them
-    is the corpus (the same file under another name included: a symlink, a hard link); no
-    other run writes any of them at once (a lock for each, out/chargpt.safetensors.lock,
-    out/chargpt.csv.lock, ..., naming this run's pid, released however the run ends: two runs
-    whose --out differ may still share a log, run.safetensors and run.pt both write run.csv);
-    a new run replaces no existing file unless --overwrite. Then it removes the temporary files
-    a killed run left in the folder (nn.atomic)."""
-    out, files = Path(config.out), outputs(config.out)
-    try:
-        check_clashes(described(files), {"corpus": data.corpus_file(config.data)})
-    except OutputError as error:
-        raise JobError(f"--out {out} --data {config.data}: {error}; choose another --out", status=2) from None
+    """Every path a run on --out writes, claimed for the block: its outputs and their locks
+    (out/chargpt.safetensors.lock, out/chargpt.csv.lock, ...) apart from each other and from
+    folders, and no other run writing any of them at once (a lock for each, naming this run's
+    pid, released however the run ends: two runs whose --out differ may still share a log,
+    run.safetensors and run.pt both write run.csv). Taken before anything is read: a resumed
+    run reads only a checkpoint that no other run is writing. Then check_outputs. None of them
+    may be the corpus named so far (on --resume, again once the checkpoint names its own)."""
+    out = Path(config.out)
+    refuse_clashes(config)   # before a lock is taken: a lock file left by a killed run is removed
     out.parent.mkdir(parents=True, exist_ok=True)
     with ExitStack() as locks:   # each lock taken is let go when the block ends, or when the next one is refused
-        for what, path in described(files).items():
+        for what, path in described(outputs(out)).items():
             try:
-                locks.enter_context(RunLock(f"{path}.lock"))
+                locks.enter_context(RunLock(lock_of(path)))
             except Busy as busy:
                 which = f"--out {out} is busy" if path == out else f"--out {out}: its {what} {path} is busy"
                 raise JobError(f"{which}: {busy}; wait for that run to end, or choose another --out") from None
-        existing = [str(path) for path in files if path.exists()]
-        if existing and not (config.resume or config.overwrite):
-            raise JobError(f"{out} already holds a checkpoint: pass --resume to continue it, or --overwrite to "
-                           "start over and replace it and its logs" if out.exists() else
-                           f"{', '.join(existing)} already exist(s) and a new run would replace them: pass "
-                           "--overwrite, or choose another --out", status=2)
-        for path in nn.atomic.remove_stale_temporaries(out.parent):
-            print(f"removed {path}, a temporary file left by a run that was killed while writing")
+            except OutputError as error:
+                raise JobError(f"--out {out}: {error}") from None
         yield
+
+
+def check_outputs(config):
+    """What a run's outputs need before anything is read or written, once the corpus is known
+    (on --resume, from the checkpoint's settings): none of them, nor their locks, is the corpus
+    (the same file under another name included: a symlink, a hard link); a new run replaces no
+    existing file unless --overwrite. Then it removes the temporary files a killed run left in
+    the folder (nn.atomic), saying so: never one the run reads or claims, nor one of a file
+    another running job holds the lock of (its writer may live in another pid namespace)."""
+    out = Path(config.out)
+    refuse_clashes(config)
+    existing = [str(path) for path in outputs(out) if path.exists()]
+    if existing and not (config.resume or config.overwrite):
+        raise JobError(f"{out} already holds a checkpoint: pass --resume to continue it, or --overwrite to "
+                       "start over and replace it and its logs" if out.exists() else
+                       f"{', '.join(existing)} already exist(s) and a new run would replace them: pass "
+                       "--overwrite, or choose another --out", status=2)
+    keep = [data.corpus_file(config.data), *claimed(out).values()]
+    for path in nn.atomic.remove_stale_temporaries(out.parent, keep, lambda target: written_elsewhere(target, out)):
+        print(f"removed {path}, a temporary file left by a run that was killed while writing")
+
+
+def refuse_clashes(config):
+    """JobError (a usage error) if an output of --out or its lock is the corpus, under any name."""
+    try:
+        check_clashes(claimed(config.out), {"corpus": data.corpus_file(config.data)})
+    except OutputError as error:
+        raise JobError(f"--out {config.out} --data {config.data}: {error}; choose another --out", status=2) from None
 
 
 def load_checkpoint(path):
@@ -118,14 +183,15 @@ def load_checkpoint(path):
 class Run:
     """What the loop carries from step to step beside the model and the optimizer: the step,
     the evaluations so far (history), the batches' random stream, the step the checkpoint on
-    disk holds, and the gradient health log. Made from `checkpoint` (model, tokenizer, meta)
-    when it continues one: then every random stream is as the checkpoint left it."""
+    disk holds (and whether this run wrote it), and the gradient health log. Made from
+    `checkpoint` (model, tokenizer, meta) when it continues one: then every random stream is as
+    the checkpoint left it."""
 
     def __init__(self, config, corpus, model, optimizer, checkpoint=None):
         self.config, self.out, self.corpus = config, Path(config.out), corpus
         self.model, self.optimizer = model, optimizer
         self.batch_rng = np.random.default_rng([config.seed, 0])   # a stream of its own, apart from nn's
-        self.step, self.history, self.best_val_loss, self.saved_step = 0, [], None, None
+        self.step, self.history, self.best_val_loss, self.saved_step, self.written = 0, [], None, None, False
         if checkpoint:   # everything that decides the next step, as the checkpoint left it (train.resume checked it)
             meta = checkpoint[2]
             nn.load(self.out, optimizer)   # a second read: the moments need the optimizer to exist (and finite)
@@ -134,9 +200,9 @@ class Run:
             self.step, self.history, self.best_val_loss = meta["step"], meta["history"], meta["best_val_loss"]
             self.saved_step = self.step
         try:
-            self.health = HealthLog(model, outputs(self.out).health_csv,
-                                    resume_step=self.step if checkpoint else None)
-        except ValueError as error:   # a damaged log of an earlier run: it is the user's to keep or drop
+            self.health = HealthLog(model, outputs(self.out).health_csv, resume_step=self.step if checkpoint else None,
+                                    max_bytes=memory.corpus_limit())   # read as a corpus is: a regular file, bounded
+        except (ValueError, OSError) as error:   # a damaged log of an earlier run, a FIFO: the user's to keep or drop
             raise JobError(f"{error}; move it away to start a new gradient health log") from None
         self.streams = self.random_streams()   # as the last completed step left them
 
@@ -181,13 +247,17 @@ class Run:
     def evaluated(self, step):   # (by a resumed run's checkpoint, too)
         return bool(self.history) and self.history[-1][0] == step
 
-    def evaluate(self, parallel):
-        """`step N: train loss X, val loss Y` for the current step, kept in history."""
-        losses = evaluate.estimate_loss(parallel, self.corpus, self.config)
+    def evaluate(self, parallel, interrupt):
+        """`step N: train loss X, val loss Y` for the current step, kept in history; True, or
+        False when a stop (Ctrl-C, SIGTERM) cut the evaluation short, and nothing is kept."""
+        losses = evaluate.estimate_loss(parallel, self.corpus, self.config, lambda: interrupt.requested)
+        if losses is None:
+            return False
         self.require_finite(self.step, train_loss=losses["train"], val_loss=losses["val"])
         self.history.append([self.step, losses["train"], losses["val"], self.lr(self.step)])
         self.best_val_loss = min(losses["val"], self.best_val_loss or math.inf)
         tqdm.write(f"step {self.step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+        return True
 
     def save(self, **extra):
         """The checkpoint of the state after `step` steps and the loss log; its random streams
@@ -202,8 +272,8 @@ class Run:
                 tokenizer=self.corpus.tokenizer.chars, step=self.step, history=self.history,
                 val_loss=self.history[-1][2] if self.history else None, best_val_loss=self.best_val_loss,
                 rng=self.streams[0], batch_rng=self.streams[1], **extra)
+        self.saved_step, self.written = self.step, True   # at once: a message may say so next
         write_csv(self.history, self.out)
-        self.saved_step = self.step
 
     def plot(self):
         """The loss curve and the gradient health, drawn beside the checkpoint."""
@@ -221,10 +291,28 @@ class Run:
         if lost and not interrupt.requested:
             raise JobError(f"{worker}; saved the state of step {self.step}, the last completed, to {self.out}; "
                            "continue with --resume")
-        how = "interrupted" if interrupt.signal.name == "SIGINT" else f"stopped by {interrupt.signal.name}"
-        print(f"{how} at step {self.step}: checkpoint written to {self.out}; continue with --resume"
+        print(f"{how(interrupt.signal)} at step {self.step}: checkpoint written to {self.out}; continue with --resume"
               + (f" ({worker})" if worker else ""))
         sys.exit(128 + interrupt.signal)
+
+    @contextmanager
+    def quitting(self):
+        """Inside this block, a Stopped (a second Ctrl-C or SIGTERM: Interrupt) quits at once,
+        wherever the run was, saving nothing more (a step or a save may be half done), and its
+        line says what is on disk."""
+        try:
+            yield
+        except Stopped as stop:
+            raise Stopped(stop.signal, f"{how(stop.signal)} again at step {self.step}: quit at once; "
+                                       f"{self.on_disk()}") from None
+
+    def on_disk(self):
+        """What the checkpoint file holds, for a line that ends the job."""
+        if self.written:
+            return f"the checkpoint of step {self.saved_step} is written to {self.out}; continue with --resume"
+        if self.saved_step is not None:
+            return f"{self.out} keeps step {self.saved_step}, as it was; continue with --resume"
+        return "no checkpoint written this time"
 
 
 def require_memory(config, vocab_size):
@@ -255,8 +343,9 @@ def write_csv(history, out):
 
 
 def plot_losses(history, out):
-    """The loss curve beside the checkpoint (out/chargpt.png), when matplotlib is installed;
-    without it, one line says that neither PNG is drawn (the health plot skips its own quietly)."""
+    """The loss curve beside the checkpoint (out/chargpt.png), when matplotlib is installed
+    and there are evaluations to draw (a run stopped before its first has none); without
+    matplotlib, one line says that neither PNG is drawn (the health plot skips its own quietly)."""
     try:
         import matplotlib
         matplotlib.use("Agg")   # files only: no window, no display needed
@@ -265,11 +354,13 @@ def plot_losses(history, out):
         print(f"no {outputs(out).loss_png.name} or {outputs(out).health_png.name}: matplotlib is not installed "
               '(pip install ".[plots]" draws them; the .csv logs are written)')
         return
+    if not history:   # stopped before the first evaluation: no curve to draw
+        return
     steps, train, val, _ = zip(*history)
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(steps, train, label="train")
     ax.plot(steps, val, label="val")
-    ax.set(xlabel="step", ylabel="loss", title=f"{out.name}: mean loss of the eval batches")
+    ax.set(xlabel="step", ylabel="loss", title=f"{printable(out.name)}: mean loss of the eval batches")
     ax.legend()
     nn.atomic.write_atomically(outputs(out).loss_png,
                                lambda file: fig.savefig(file, format="png", dpi=100, bbox_inches="tight"))
