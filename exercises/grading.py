@@ -36,8 +36,8 @@ EPS = 1e-6
 PASSES, NOT_STARTED, NEEDS_WORK, WAITING = "passes", "not started", "needs work", "waiting"
 
 
-def grade_file(number, progress=lambda what: None):
-    """(verdict, lines) for exercise `number`: its file loaded, then graded."""
+def grade_file(number, progress=lambda what: None, compared=None):
+    """(verdict, lines) for exercise `number`: its file loaded, then graded (grade)."""
     name = lab.path(number).name
     progress(say("loading", file=name))
     try:
@@ -46,7 +46,7 @@ def grade_file(number, progress=lambda what: None):
         return NEEDS_WORK, [say("does_not_load", error=f"{type(error).__name__}: {error}")]
     except (SystemExit, KeyboardInterrupt) as stop:   # exit() in the file, or in one it loads
         return NEEDS_WORK, [say("stopped", what=say("loading", file=name), how=_how_it_stopped(stop))]
-    return grade(exercise, progress)
+    return grade(exercise, progress, compared)
 
 
 def _how_it_stopped(stop):
@@ -55,16 +55,19 @@ def _how_it_stopped(stop):
     return say("how_interrupt")
 
 
-def grade(exercise, progress=lambda what: None):
+def grade(exercise, progress=lambda what: None, compared=None):
     """(verdict, lines) for one exercise: PASSES when all its checks pass, NOT_STARTED when
     none of its vjps is written yet, else NEEDS_WORK with what to do (for each op, about
     the first Case it fails). A check of the whole (a function of several ops, a training
-    run) waits until the checks before it pass. progress(what) is told each check."""
+    run) waits until the checks before it pass. progress(what) is told each check; each
+    gradient compared with finite differences is added to `compared` (a list, when given)
+    as (op, input, the gradient as float64 numbers or None, finite differences'), for
+    check.py to compare again (recheck) where the exercise cannot reach."""
     results = []   # (verdict, lines, what was checked)
     for seed, check in enumerate(exercise.CHECKS):
         progress(_describe(check))
         try:
-            results.append(_grade_check(check, seed, results))
+            results.append(_grade_check(check, seed, results, compared))
         except (SystemExit, KeyboardInterrupt) as stop:   # an exercise must return, never end the checker
             results.append((NEEDS_WORK, [say("stopped", what=_describe(check), how=_how_it_stopped(stop))],
                             _name(check)))
@@ -90,7 +93,7 @@ def _where(error):
     return f"{type(error).__name__}: {error}{where}"
 
 
-def _grade_check(check, seed, results):
+def _grade_check(check, seed, results, compared=None):
     """(verdict, lines, what was checked) for one of CHECKS, `results` those before it."""
     try:
         one_op = isinstance(check, lab.Case) and _is_one_op(check)
@@ -98,7 +101,7 @@ def _grade_check(check, seed, results):
         name = check.op.__name__
         return NEEDS_WORK, [say("forward_raised", op=name, error=f"{type(error).__name__}: {error}")], name
     if one_op:
-        return grade_op(check, seed)
+        return grade_op(check, seed, compared)
     if all(verdict == PASSES for verdict, _, _ in results):
         return (*grade_whole(check, seed), _name(check))
     return WAITING, [say("waits", what=_name(check))], _name(check)
@@ -181,8 +184,9 @@ def _full(cell):
     return True
 
 
-def grade_op(case, seed):
-    """(verdict, lines, op) for one op on one Case: its vjp against finite differences."""
+def grade_op(case, seed, compared=None):
+    """(verdict, lines, op) for one op on one Case: its vjp against finite differences
+    (each gradient compared added to `compared`, when given: grade)."""
     trial = Trial(case, seed)
     out, g, tensors = trial.out, trial.g, trial.tensors
     handed = {"g": g, **trial.saved()}
@@ -218,6 +222,8 @@ def grade_op(case, seed):
     lines = []
     for name, tensor in tensors.items():
         got = returned[next(i for i, p in enumerate(out._parents) if p is tensor)]
+        if compared is not None:
+            compared.append((out.op, name, _as_floats(got), expected[name]))
         lines += _compare(seen(name, got, expected))
     lines = list(dict.fromkeys(lines))   # a hint that fits two inputs' gradients (attention's steps), once
     return (PASSES, [], out.op) if not lines else (NEEDS_WORK, lines + [_seed_line(seed)], out.op)
@@ -357,6 +363,26 @@ def _compare(c):
     worst = np.unravel_index(np.argmax(np.where(bad, np.nan_to_num(np.abs(c.got - want), nan=np.inf), -1)), want.shape)
     return [say("wrong_elements", op=op, name=name, bad=int(bad.sum()), size=bad.size,
                 where=tuple(int(i) for i in worst), want=want[worst], got=c.got[worst]), *hints.hints(c)]
+
+
+def recheck(compared):
+    """check.py's own comparison, in the checker, which never runs an exercise's code: lines
+    for each (op, input, got, want) of `compared` (grade's, sent over as numbers) that is
+    not right, where the worker that graded it said it was (the exercise changed how it
+    compares: numpy's isclose, the grader's functions). [] when all are."""
+    lines = []
+    for op, name, got, want in compared:
+        if got is None or got.shape != want.shape:
+            lines.append(say("recheck_shape", op=op, name=name, want=want.shape,
+                             got=say("what_none") if got is None else got.shape))
+            continue
+        bad = ~np.isclose(got, want, rtol=RTOL, atol=ATOL)
+        if bad.any():
+            worst = np.unravel_index(np.argmax(np.where(bad, np.nan_to_num(np.abs(got - want), nan=np.inf), -1)),
+                                     want.shape)
+            lines.append(say("recheck_values", op=op, name=name, bad=int(bad.sum()), size=bad.size,
+                             where=tuple(int(i) for i in worst), want=want[worst], got=got[worst]))
+    return lines
 
 
 def _as_floats(value):

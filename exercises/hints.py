@@ -39,9 +39,6 @@ class Hint(str):
         hint.rule = rule
         return hint
 
-    def __reduce__(self):   # the worker sends its lines to the checker, pickled
-        return Hint, (str(self), self.rule)
-
 
 def hints(c, rules=None):
     """The hints for the mistake in c: what every rule of `rules` (HINTS) says, or where

@@ -57,10 +57,12 @@ MESSAGES = {
     "interrupted": {
         "en": "stopped (Ctrl-C): the exercises not reported above were not graded",
         "ko": "중단됨 (Ctrl-C): 위에 나오지 않은 연습 문제는 채점하지 않았습니다"},
+    "terminated": {
+        "en": "stopped ({signal}): the exercises not reported above were not graded",
+        "ko": "중단됨 ({signal}): 위에 나오지 않은 연습 문제는 채점하지 않았습니다"},
 
     # ---- what happened to an exercise or a check
     "loading": {"en": "loading {file}", "ko": "{file} 불러오기"},
-    "starting_next": {"en": "starting the next exercise", "ko": "다음 연습 문제 시작"},
     "starting_worker": {"en": "starting the worker process", "ko": "채점 프로세스 시작"},
     "does_not_load": {"en": "the file does not load: {error}", "ko": "파일을 불러오지 못합니다: {error}"},
     "timed_out": {
@@ -74,6 +76,30 @@ MESSAGES = {
               "crash inside numpy's C code",
         "ko": "{what}: 채점하던 프로세스가 아무 말 없이 끝났습니다 (종료 상태 {code}): os._exit(), kill, 또는 "
               "numpy C 코드 안의 충돌일 수 있습니다"},
+    "unreadable": {
+        "en": "{what}: check.py could not read what the process grading it sent ({error}): an exercise must not "
+              "write into check.py's pipe",
+        "ko": "{what}: 채점하던 프로세스가 보낸 것을 check.py가 읽을 수 없습니다 ({error}): 연습 문제는 check.py의 "
+              "파이프에 무언가를 써 넣으면 안 됩니다"},
+    "replaced": {
+        "en": "{file} replaced what the grader computes with: {names}. A grade made with them cannot be trusted: "
+              "an exercise writes its own vjps and leaves numpy, tensorgrad and check.py as they are; take that out",
+        "ko": "{file}이(가) 채점기가 계산에 쓰는 것을 바꿔 놓았습니다: {names}. 그것으로 매긴 점수는 믿을 수 "
+              "없습니다. 연습 문제는 자기 vjp만 작성하고 numpy, tensorgrad, check.py는 그대로 두어야 합니다. 그 "
+              "코드를 지우세요"},
+    "and_more": {"en": "and {count} more", "ko": "그 밖에 {count}개"},
+    "recheck_values": {
+        "en": "{op}, input {name}: the process grading it passed this gradient, but check.py's own comparison, in "
+              "a process your code never runs in, finds {bad} of {size} elements wrong; element {where} of "
+              "dL/d{name} is {want:.6g} by finite differences, yours {got:.6g}",
+        "ko": "{op}, 입력 {name}: 채점하던 프로세스는 이 기울기를 통과시켰지만, 내 코드가 돌지 않는 프로세스에서 "
+              "check.py가 직접 비교해 보니 원소 {size}개 중 {bad}개가 틀렸습니다. dL/d{name}의 원소 {where}: 유한 "
+              "차분으로 {want:.6g}, 내 값 {got:.6g}"},
+    "recheck_shape": {
+        "en": "{op}, input {name}: the process grading it passed this gradient, but check.py's own comparison, in "
+              "a process your code never runs in, finds {got} where dL/d{name} has the shape {want}",
+        "ko": "{op}, 입력 {name}: 채점하던 프로세스는 이 기울기를 통과시켰지만, 내 코드가 돌지 않는 프로세스에서 "
+              "check.py가 직접 비교해 보니 dL/d{name}의 shape {want} 자리에 {got}이(가) 있습니다"},
     "stopped": {
         "en": "{what}: {how}; an exercise must return (its vjps their gradients), never end the program: take the "
               "exit out",
