@@ -61,7 +61,7 @@ def fused_block_forward(block, x):
         grads = {name: np.empty_like(array) for name, array in arrays.items()}
         numpy_step.block_backward(dx, saved, arrays, grads, B, T, block.attn.n_heads, np.ones(B * T, x.dtype))
         return [dx.reshape(B, T, C)] + [grads[name] for name in numpy_step.BLOCK_NAMES]
-    return tg.make_op("fused block", out.reshape(B, T, C), (x, *params), vjps=backward, fresh=True)
+    return tg.make_op("fused block", out.reshape(B, T, C), (x, *params), vjps=backward)
 
 
 def apply(variant):

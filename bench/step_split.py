@@ -137,7 +137,7 @@ def instrument_tensorgrad(clock):
     DataParallel forks its workers: they then time themselves as this process does, and
     run as fast (or as slowly)."""
     ops = [(F, "linear", "linear"), (F, "layer_norm", "layer_norm"), (F, "cross_entropy", "cross_entropy"),
-           (F, "scaled_dot_product_attention", "scaled_dot_product_attention"), (tensorgrad.Tensor, "gelu", "gelu"),
+           (nn.transformer, "scaled_dot_product_attention", "scaled_dot_product_attention"), (tensorgrad.Tensor, "gelu", "gelu"),
            (tensorgrad.Tensor, "__getitem__", "getitem"), (tensorgrad.Tensor, "__add__", "add"),
            (tensorgrad.Tensor, "reshape", "reshape"), (tensorgrad.Tensor, "transpose", "transpose")]
     for owner, attribute, op in ops:
@@ -148,7 +148,7 @@ def instrument_tensorgrad(clock):
     def make_timed_op(op, data, inputs, vjps, *args, **kwargs):   # each vjp timed under its op's name
         vjps = clock.timed(op, vjps) if callable(vjps) else tuple(clock.timed(op, vjp) for vjp in vjps)
         return make_op(op, data, inputs, vjps, *args, **kwargs)
-    ops_module.make_op = F.make_op = clock.timed("graph building", make_timed_op)
+    ops_module.make_op = F.make_op = nn.transformer.make_op = clock.timed("graph building", make_timed_op)
     autograd.Accumulator.add = clock.timed("accumulate", autograd.Accumulator.add)
     parallel = train.parallel
     for attribute, region in [("_publish_grads", "publish"), ("_sum", "sum"), ("receive", "waiting"),

@@ -164,11 +164,12 @@ def right_sense(model, examples):
 def look(model, ids, at):
     """For the word at position `at` of one sentence (ids (T,)): its embedding (C,), the
     attention output there (C,) and the weights it put on each syllable, head by head (heads, T)."""
+    inside = {}
     with tg.no_grad():
-        x = model.encoder.tok_emb(ids[None])                    # (1, T, C)
-        block = model.encoder.blocks[0]
-        attended = block.attn(block.ln1(x))                     # the attention sub-layer, before the residual
-    return x.data[0, at], attended.data[0, at], block.attn.last_weights[0, :, at]
+        model.encoder(ids[None], observe=inside)
+        embedding = model.encoder.tok_emb(ids[None])            # (1, T, C): the block's input (no positions)
+    attended = inside["blocks.0"]["attn"]                       # (1, T, C): the attention sub-layer, before the residual
+    return embedding.data[0, at], attended.data[0, at], model.encoder.blocks[0].attn.last_weights[0, :, at]
 
 
 def sense_reader(training, held_out, quick):

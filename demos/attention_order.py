@@ -24,22 +24,23 @@ WORDS = ["I", "see", "you"]
 
 
 class Encoder(nn.Module):
-    """Token embedding (+ positions) -> n_layer TransformerBlocks, attention causal or not."""
+    """Token embedding (+ positions) -> n_layer TransformerBlocks, attention causal or not:
+    a GPT without its head, and with causal=False an encoder, every position seeing all."""
 
     def __init__(self, vocab_size, dim, n_heads, n_layer, pos, max_len, causal):
         self.tok_emb = nn.Embedding(vocab_size, dim)
         self.pos_emb = {"none": None, "learned": nn.Embedding(max_len, dim),
                         "sinusoidal": nn.SinusoidalPositionalEncoding(max_len, dim)}[pos]
-        self.blocks = nn.ModuleList(nn.TransformerBlock(dim, n_heads) for _ in range(n_layer))
-        for block in self.blocks:
-            block.attn.causal = causal   # TransformerBlock is causal by default; an encoder is not
+        self.blocks = nn.ModuleList(nn.TransformerBlock(dim, n_heads, causal=causal) for _ in range(n_layer))
 
-    def forward(self, ids):
+    def forward(self, ids, observe=None):
+        """ids (B, T) -> (B, T, C). observe: None, or a dict to fill, as GPT's forward does,
+        with what is inside each block, by its name ("blocks.0": TransformerBlock.forward's)."""
         x = self.tok_emb(ids)                                   # (B, T, C)
         if self.pos_emb is not None:
             x = x + self.pos_emb(np.arange(ids.shape[1]))       # (B, T, C) + (T, C)
-        for block in self.blocks:
-            x = block(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x) if observe is None else block(x, observe.setdefault(f"blocks.{i}", {}))
         return x
 
 

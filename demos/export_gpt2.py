@@ -20,7 +20,7 @@ import os
 import sys
 
 import nn
-from _common import load_model   # demos/ is on the path when a demo runs
+from _models import load_model   # demos/ is on the path when a demo runs
 from train.outputs import printable_output, same_file
 
 WRITES = (nn.export.CONFIG, nn.export.WEIGHTS, nn.export.TOKENIZER, nn.export.TOKENIZER_CONFIG)

@@ -12,7 +12,7 @@ import os
 import sys
 
 import nn
-from _common import load_model   # demos/ is on the path when a demo runs
+from _models import load_model   # demos/ is on the path when a demo runs
 from train.flags import COUNT, NON_NEGATIVE, POSITIVE_COUNT, SEED
 from train.outputs import printable_output
 

@@ -16,16 +16,16 @@ same, 143); --resume continues from it exactly as if the run had never stopped (
 .npz checkpoint of tensorgrad 0.1 too).
 
 This file is the loop; the machinery around it is the train package: the flags and their
-checks (train/flags.py), the outputs claimed and locked, checkpoints and stops (train/run.py),
-a checkpoint's run state checked on --resume (train/resume.py), the memory a step needs
-(train/memory.py), the batch split across processes (train/parallel.py), the gradient health
-(train/health.py). Exit status: 0 done, 1 an error, 2 a bad flag (or one the machine cannot
-hold), 3 a nan or inf loss or gradient (the checkpoint on disk stays the last finite one),
-130 Ctrl-C, 143 SIGTERM.
+checks (train/flags.py), the outputs claimed and locked before step 0 (train/start.py), the
+run's state and its checkpoint (train/run.py), its stops (train/stops.py), a checkpoint's run
+state checked on --resume (train/resume.py), the memory a step needs (train/memory.py), the
+batch split across processes (train/parallel.py), the gradient health (train/health.py).
+Exit status: 0 done, 1 an error, 2 a bad flag (or one the machine cannot hold), 3 a nan or
+inf loss or gradient (the checkpoint on disk stays the last finite one), 130 Ctrl-C, 143
+SIGTERM.
 """
 import sys
 import time
-from contextlib import nullcontext
 
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm
@@ -36,21 +36,21 @@ import train
 from nn import data
 from train.evaluate import full_split_loss, on_a_terminal, sample
 from train.outputs import printable_output
-from train.run import JobError, NonFinite, Stopped
+from train.stops import JobError, NonFinite, Stopped
 
 
 def main(argv=None):
     printable_output()   # a file name that is not UTF-8, Korean text in a Latin-1 locale: escaped, not a traceback
     config, given = train.flags.parse_config(argv, __doc__)
     train.keep_freed_memory()   # each step's graph is freed whole: reuse its memory, don't re-fault it
-    interrupt = train.run.Interrupt()   # from now on, Ctrl-C and SIGTERM end the job with their status and one line
-    with train.run.claim_outputs(config):   # first: a resumed run reads a checkpoint that no other run writes
+    interrupt = train.stops.Interrupt()   # from now on, Ctrl-C and SIGTERM end the job with their status and one line
+    with train.start.claim_outputs(config):   # first: a resumed run reads a checkpoint that no other run writes
         checkpoint = None
         if config.resume:   # a resumed run takes its model, tokenizer and settings from the checkpoint
-            checkpoint = train.run.load_checkpoint(config.out)   # (model, tokenizer, meta)
+            checkpoint = train.start.load_checkpoint(config.out)   # (model, tokenizer, meta)
             config = train.resume.resumed_config(config, given, checkpoint)   # its run state checked first
-        train.run.check_outputs(config)   # now that the corpus is known: not one of the outputs
-        fit(train.flags.within_cores(config), interrupt, checkpoint)
+        train.start.check_outputs(config)   # now that the corpus is known: not one of the outputs
+        run_job(train.flags.within_cores(config), interrupt, checkpoint)
 
 
 def build(config, checkpoint=None):
@@ -60,7 +60,7 @@ def build(config, checkpoint=None):
     print(f"corpus: {about}")
     corpus = data.prepare(text, config.block_size, name=config.data)
     print(corpus.summary())
-    train.run.require_memory(config, corpus.tokenizer.vocab_size)
+    train.start.require_memory(config, corpus.tokenizer.vocab_size)
     if checkpoint:
         model, tokenizer, _ = checkpoint
         if corpus.tokenizer != tokenizer:
@@ -75,9 +75,9 @@ def build(config, checkpoint=None):
     return corpus, model, optimizer
 
 
-def fit(config, interrupt, checkpoint=None):
+def run_job(config, interrupt, checkpoint=None):
     """The run, from the corpus to the final checkpoint and sample; `checkpoint` (model,
-    tokenizer, meta), when given, is the run it continues; `interrupt` (train.run.Interrupt)
+    tokenizer, meta), when given, is the run it continues; `interrupt` (train.stops.Interrupt)
     the stops it heeds."""
     corpus, model, optimizer = build(config, checkpoint)
     if config.processes > 1:   # the processes are the parallelism: one core each, not two apiece
@@ -91,7 +91,7 @@ def fit(config, interrupt, checkpoint=None):
           + (f"; resuming from {run.out} at step {run.step}" if checkpoint else ""))
     started, first_step, seconds, full, lost = time.perf_counter(), run.step, 0.0, None, None
     # from here a first stop lets the step (or the evaluation's batch) end, then saves; a second quits at once
-    with interrupt.deferred(), run.quitting():
+    with interrupt.deferred(), train.stops.quitting(run):
         try:
             seconds = train_steps(run, parallel, interrupt)
             if not interrupt.requested and (run.evaluated(run.step) or run.evaluate(parallel, interrupt)):
@@ -99,15 +99,15 @@ def fit(config, interrupt, checkpoint=None):
         except train.WorkerDied as died:   # died, or stopped answering: the run cannot go on without it
             lost = died
         if full is None:   # Ctrl-C, SIGTERM or a worker lost, in training or in the final evaluation
-            run.stop(interrupt, lost)   # saves the last completed step (on --resume a step cut short runs again), exits
+            train.stops.stop(run, interrupt, lost)   # saves the last completed step, then exits
         report(run, parallel, full, seconds, run.step - first_step, time.perf_counter() - started, interrupt)
 
 
 def train_steps(run, parallel, interrupt):
-    """Optimizer steps from run.step to --max_iters, each evaluation at its step, until a stop
-    (then the step in progress ends first). Returns the seconds the steps took, evaluations aside."""
-    config, model, optimizer = run.config, run.model, run.optimizer
-    terminal, params, seconds = on_a_terminal(), model.parameters(), 0.0
+    """Optimizer steps from run.step to --max_iters, each evaluation first at its step, until a
+    stop (then the step in progress ends first). Returns the seconds the steps took, evaluations
+    aside."""
+    config, terminal, seconds = run.config, on_a_terminal(), 0.0
     bar = tqdm(total=config.max_iters, initial=run.step, unit="iter", dynamic_ncols=True, disable=not terminal)
     try:
         while run.step < config.max_iters and not interrupt.requested:
@@ -116,27 +116,13 @@ def train_steps(run, parallel, interrupt):
             if evaluating and not run.evaluate(parallel, interrupt):
                 break   # stopped during the evaluation: the step is not taken (on --resume it is evaluated again)
             if config.sample_every and step % config.sample_every == 0 and step > 0:
-                text = sample(model, run.corpus.tokenizer, config.seed, interrupt)   # None: stopped meanwhile
+                text = sample(run.model, run.corpus.tokenizer, config.seed, interrupt)   # None: stopped meanwhile
                 if text is not None:
                     tqdm.write(f"--- sample at step {step} ---\n{text}\n---")
 
-            # one optimizer step, as nanoGPT takes it: forward_backward is `_, loss = model(x, y);
-            # loss.backward()` and step is `optimizer.step()`, each split across --processes;
-            # between them the gradients are clipped, and checked
             t0 = time.perf_counter()
-            optimizer.lr = run.lr(step)
             x, y = run.next_batch()
-            optimizer.zero_grad()
-            loss = parallel.forward_backward(x, y)
-            watch = run.health.measure(step, x) if step % config.eval_interval == 0 else nullcontext()
-            with watch:   # at each evaluation's step: gradients and activations, then the update's size
-                # the gradient norm before clipping: clip_grad_norm returns it, or, clipping off, measured
-                norm = (nn.optim.clip_grad_norm(params, config.grad_clip) if config.grad_clip
-                        else nn.optim.grad_norm(params))
-                run.require_finite(step, loss=loss, gradient_norm=norm)
-                if evaluating:   # only now: weights whose loss and gradient are finite, a run goes on from them
-                    run.save()
-                parallel.step()
+            loss = optimizer_step(run, parallel, x, y, measure=step % config.eval_interval == 0, save=evaluating)
             dt = time.perf_counter() - t0
             seconds += dt
             progress = f"loss {loss:.4f}, {dt * 1000:.0f} ms/iter, {x.size / dt:,.0f} tokens/s"
@@ -149,6 +135,29 @@ def train_steps(run, parallel, interrupt):
     finally:
         bar.close()
     return seconds
+
+
+def optimizer_step(run, parallel, x, y, measure, save):
+    """One optimizer step, as nanoGPT takes it: the step's learning rate, forward and backward
+    (`_, loss = model(x, y); loss.backward()`, the batch split across --processes), the
+    gradient clipped, the update (`optimizer.step()`, split too). At an evaluation's step the
+    gradient health is measured around the update, and the checkpoint saved just before it,
+    once the loss and the gradient have proved finite. Returns the loss."""
+    step, optimizer, params, clip = run.step, run.optimizer, run.model.parameters(), run.config.grad_clip
+    optimizer.lr = run.lr(step)
+    optimizer.zero_grad()
+    loss = parallel.forward_backward(x, y)
+    if measure:
+        run.health.before_update(step, x)   # the gradients (before clipping) and the activations
+    # the gradient norm before clipping: clip_grad_norm returns it, or, clipping off, measured
+    norm = nn.optim.clip_grad_norm(params, clip) if clip else nn.optim.grad_norm(params)
+    run.require_finite(step, loss=loss, gradient_norm=norm)
+    if save:   # only now: weights whose loss and gradient are finite, a run goes on from them
+        run.save()
+    parallel.step()
+    if measure:
+        run.health.after_update()   # how far the update moved each weight
+    return loss
 
 
 def report(run, parallel, full, seconds, steps, wall, interrupt):
@@ -169,7 +178,7 @@ def report(run, parallel, full, seconds, steps, wall, interrupt):
     print(f"checkpoint: {run.out}")
     text = sample(run.model, run.corpus.tokenizer, run.config.seed, interrupt)
     if text is None:   # a stop in the final save, plots or sample
-        print(f"{train.run.how(interrupt.signal)} at the end of the run: checkpoint written to {run.out} "
+        print(f"{train.stops.how(interrupt.signal)} at the end of the run: checkpoint written to {run.out} "
               f"(step {run.step}, the last); no sample")
         sys.exit(128 + interrupt.signal)
     print(f"--- sample ---\n{text}\n---")

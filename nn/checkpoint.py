@@ -23,23 +23,24 @@ an optimizer state restored from it holds no negative step count or second momen
 (check_optimizer_state).
 
 load_gpt reads the checkpoint of a GPT as demos/train_chargpt.py writes it (model_config and
-tokenizer in the metadata): each field it reads is checked for type and range, and what the
-metadata claims is checked against the tensors before a model is built from it, and each
-tensor against the model (check_state), and the model's logits must be finite (check_logits),
-so a file that does not fit is a CheckpointError naming the file, the field or the tensor and
-what differs, never a traceback or a model that samples garbage.
+tokenizer in the metadata): each field it reads is checked for type and range as
+nn.GPTConfig describes it, what the metadata claims is checked against the tensors before a
+model is built from it, and each tensor against the model (check_state), and the model's
+logits must be finite (check_logits), so a file that does not fit is a CheckpointError naming
+the file, the field or the tensor and what differs, never a traceback or a model that samples
+garbage.
 """
 import errno
 import json
-import numbers
 import zlib
 
 import numpy as np
 
 import tensorgrad as tg
 
-from . import rng
+from . import checks, rng
 from .atomic import open_regular
+from .config import CHECKS, DEFAULTS, FIELDS, REQUIRED, first_wrong
 from .data import CharTokenizer, DataError
 from .tensorfile import CheckpointError, check_finite, parse_json, read_npz, read_safetensors, write_safetensors
 from .transformer import GPT
@@ -48,14 +49,6 @@ OPTIMIZER = "optimizer/"
 HEADER, CRC = "tensorgrad", "crc32"   # the metadata entries
 NPZ_META = "__meta__"                 # tensorgrad 0.1: the JSON as a uint8 array in the .npz
 ZIP_STARTS = (b"PK\x03\x04", b"PK\x05\x06")   # a zip's first member, or an empty zip's index
-GPT_SIZES = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")   # a model_config must give these
-GPT_OPTIONS = {"dropout": 0.0, "pos": "learned", "tie_weights": False}     # and may give these (0.1 had no tying)
-GPT_FIELDS = {   # each field of a model_config: (its check, what it must be), as the job's flags check them
-    **{key: (lambda n: type(n) is int and n >= 1, "whole numbers >= 1") for key in GPT_SIZES},
-    "dropout": (lambda p: isinstance(p, numbers.Real) and not isinstance(p, bool) and 0 <= p < 1,
-                "a dropout in [0, 1)"),
-    "pos": (lambda pos: pos in GPT.POSITIONS, f"pos as one of {', '.join(GPT.POSITIONS)}"),
-    "tie_weights": (lambda tie: isinstance(tie, bool), "tie_weights as true or false")}
 MAX_CONTEXT = 2**16   # the largest block_size believed without a position table in the file to confirm it
 PROBE = 8   # tokens of the window check_logits runs the model on
 NON_NEGATIVE = {"updates": "a count of steps", "v": "a second moment (a running mean of squared gradients)"}
@@ -254,15 +247,16 @@ def gpt_config(path, meta, state):
     if not isinstance(config, dict) or not isinstance(chars, str):
         raise CheckpointError(f"{path}: its metadata has no model_config (a dict) and tokenizer (the characters): "
                               "not a GPT checkpoint of demos/train_chargpt.py")
-    missing = [key for key in GPT_SIZES if key not in config]
-    unknown = sorted(config.keys() - set(GPT_SIZES) - GPT_OPTIONS.keys())
+    missing = [key for key in REQUIRED if key not in config]   # the sizes; the rest have defaults (0.1 had no tying)
+    unknown = sorted(config.keys() - FIELDS.keys())
     if missing or unknown:
         raise CheckpointError(f"{path}: its model_config is incomplete or foreign: missing {missing or 'none'}, "
                               f"unknown {unknown or 'none'}")
-    config = {**GPT_OPTIONS, **config}
-    for key, (ok, expected) in GPT_FIELDS.items():
-        if not ok(config[key]):
-            raise CheckpointError(f"{path}: its model_config must give {expected}, got {key} {repr(config[key])[:60]}")
+    config = {**DEFAULTS, **config}
+    wrong = first_wrong(config)   # each field as nn.GPTConfig checks it (and the job's flags)
+    if wrong:
+        raise CheckpointError(f"{path}: its model_config must give {_must_give(wrong)}, got {wrong} "
+                              f"{repr(config[wrong])[:60]}")
     vocab_size, n_embd, block_size = config["vocab_size"], config["n_embd"], config["block_size"]
     expected = {"tok_emb.weight": (vocab_size, n_embd)}
     if config["pos"] == "learned":
@@ -286,3 +280,13 @@ def gpt_config(path, meta, state):
         raise CheckpointError(f"{path}: its tokenizer has {tokenizer.vocab_size} characters but the model's "
                               f"vocabulary (vocab_size, the rows of tok_emb.weight) is {vocab_size}")
     return config, tokenizer
+
+
+def _must_give(name):
+    """What a refusal says a model_config field must be: its check's words, the sizes together."""
+    check = CHECKS[name]
+    if check is checks.POSITIVE_COUNT:   # vocab_size, block_size, n_layer, n_head, n_embd
+        return "whole numbers >= 1"
+    if check is checks.FRACTION:
+        return f"a {name} in [0, 1)"
+    return f"{name} as {check.expected}"

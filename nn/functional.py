@@ -6,9 +6,12 @@ step. The fused body is one node in the graph: its numpy work passes over memory
 times as it can (in place where safe) and its backward is derived by hand, stated beside
 it; training uses it, because it is faster. Tests prove the two equal in value and in
 every input's gradient.
-"""
-import functools
 
+Attention, written the same two ways, lives with the model that uses it, in
+nn/transformer.py; nn/__init__.py names it here too (F.scaled_dot_product_attention, as
+PyTorch's torch.nn.functional does), with its causal masks F.future_positions and
+F.future_penalty.
+"""
 import numpy as np
 
 import tensorgrad as tg
@@ -39,7 +42,7 @@ def linear(x, weight, bias=None):
             lambda g: ones @ flat(g))
     rules = ("dL/dx = g @ Wᵀ", "dL/dW = xᵀ @ g (summed over the rows)", "dL/db = Σ_rows g")
     return make_op("linear", out.reshape(*x.shape[:-1], weight.shape[1]), inputs,
-                   vjps=vjps[:len(inputs)], rules=rules[:len(inputs)], fresh=True)
+                   vjps=vjps[:len(inputs)], rules=rules[:len(inputs)])
 
 
 @torch_names   # F.softmax(x, dim=-1), as PyTorch spells it, or axis=-1
@@ -101,7 +104,7 @@ def cross_entropy(logits, targets, ignore_index=None):
         grad[np.arange(len(picked)), picked] -= 1
         grad *= (g * weights)[:, None]
         return grad.reshape(logits.shape)
-    return make_op("cross_entropy", loss, (logits,), vjps=(vjp,), fresh=True,
+    return make_op("cross_entropy", loss, (logits,), vjps=(vjp,),
                    rules=("dL/dlogits = (softmax(logits) - onehot(target)) / N",))
 
 
@@ -121,28 +124,15 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     # fused: the rows, (N, C), in cache-sized tiles shared across the cores (threads.by_rows)
     channels = x.shape[-1]
     data = threads.rows(x.data)
-    average = np.full((channels, 1), 1 / channels, data.dtype)   # rows @ average: row means, faster
-                                                                  # than .mean(-1) (a BLAS product)
-    xhat, rstd = np.empty(data.shape, data.dtype), np.empty((len(data), 1), data.dtype)
-    out = np.empty(data.shape, data.dtype)
-
-    def forward(data, xhat, rstd, out):                         # on a block of rows
-        np.subtract(data, data @ average, out=xhat)
-        variance = np.vecdot(xhat, xhat)[:, None] / channels    # (n, 1), with no (n, C) temporary
-        np.sqrt(variance + eps, out=rstd)
-        np.divide(1, rstd, out=rstd)                            # 1/σ
-        xhat *= rstd
-        np.multiply(xhat, 1 if weight is None else weight.data, out=out)
-        if bias is not None:
-            out += bias.data
-    threads.by_rows(forward, data, xhat, rstd, out)
+    out, xhat, rstd = layer_norm_rows(data, weight, bias, eps)
 
     # With gh = dL/dxhat = g·weight, xhat = (x - mean)/σ gives
     #   dL/dx = (gh - mean(gh) - xhat·mean(gh·xhat)) / σ,
     #   dL/dweight = Σ_rows g·xhat,   dL/dbias = Σ_rows g.
     # Row means of gh = g·weight are g @ (weight / C): a matrix-vector product on g itself,
     # so gh·xhat is never formed; g·xhat is formed once, for the weight's gradient and x's.
-    weighted_average = average if weight is None else (weight.data / channels)[:, None]   # (C, 1)
+    weighted_average = (np.full((channels, 1), 1 / channels, data.dtype) if weight is None   # (C, 1)
+                        else (weight.data / channels)[:, None])
     ones = np.ones(len(data), data.dtype)   # ones @ rows sums the rows with BLAS
 
     def backward(g):   # every input's gradient at once: they share g·xhat
@@ -167,7 +157,29 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
                   if p is not None]
     return make_op("layer_norm", out.reshape(x.shape), (x, *(p for p, _ in parameters)), vjps=backward,
                    rules=("dL/dx = (gh - mean(gh) - xhat·mean(gh·xhat)) / σ, gh = g·weight",
-                          *(rule for _, rule in parameters)), fresh=True)
+                          *(rule for _, rule in parameters)))
+
+
+def layer_norm_rows(data, weight, bias, eps):
+    """layer_norm's fused forward on rows (N, C), in cache-sized tiles shared across the cores
+    (threads.by_rows). Returns (out, xhat, 1/σ (N, 1)): the backward reads the last two."""
+    channels = data.shape[-1]
+    average = np.full((channels, 1), 1 / channels, data.dtype)   # rows @ average: row means, faster
+                                                                  # than .mean(-1) (a BLAS product)
+    xhat, rstd = np.empty(data.shape, data.dtype), np.empty((len(data), 1), data.dtype)
+    out = np.empty(data.shape, data.dtype)
+
+    def forward(data, xhat, rstd, out):                         # on a block of rows
+        np.subtract(data, data @ average, out=xhat)
+        variance = np.vecdot(xhat, xhat)[:, None] / channels    # (n, 1), with no (n, C) temporary
+        np.sqrt(variance + eps, out=rstd)
+        np.divide(1, rstd, out=rstd)                            # 1/σ
+        xhat *= rstd
+        np.multiply(xhat, 1 if weight is None else weight.data, out=out)
+        if bias is not None:
+            out += bias.data
+    threads.by_rows(forward, data, xhat, rstd, out)
+    return out, xhat, rstd
 
 
 def dropout(x, p, training=True, rng=None):
@@ -180,129 +192,4 @@ def dropout(x, p, training=True, rng=None):
     keep = (rng or nn_rng.current()).random(x.shape) >= p
     scale = (keep / (1 - p)).astype(x.dtype)
     return make_op("dropout", x.data * scale, (x,), vjps=(lambda g: g * scale,),
-                   rules=("d dropout(x)/dx = mask/(1-p)",), fresh=True)
-
-
-@functools.lru_cache(maxsize=16)
-def future_positions(t, s):
-    """(t, s) boolean mask, True where key j comes after query i (j > i + s - t): what a
-    causal query may not look at. Cached, so it is built once per sequence length."""
-    future = ~np.tril(np.ones((t, s), bool), k=s - t)
-    future.flags.writeable = False
-    return future
-
-
-@functools.lru_cache(maxsize=16)
-def future_penalty(t, s, dtype):
-    """The causal mask as numbers to add to the scores: -inf on future_positions(t, s), 0
-    elsewhere (one pass over the scores, faster than writing -inf where a mask says)."""
-    penalty = np.where(future_positions(t, s), -np.inf, 0).astype(dtype)
-    penalty.flags.writeable = False
-    return penalty
-
-
-def heads_side_by_side(shape, dtype):
-    """An empty array of `shape` (..., heads, T, dv), laid out in memory as (..., T, heads,
-    dv): where MultiHeadAttention puts the heads next, so that its reshape of
-    out.transpose(0, 2, 1, 3) to (B, T, C) is a view, not a copy. Any other shape comes
-    laid out as it is."""
-    if len(shape) < 3:
-        return np.empty(shape, dtype)
-    return np.swapaxes(np.empty(shape[:-3] + (shape[-2], shape[-3], shape[-1]), dtype), -3, -2)
-
-
-def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dropout_p=0.0,
-                                 training=True, rng=None):
-    """softmax(q kᵀ / √d + mask) v for q (..., T, d), k (..., S, d), v (..., S, dv).
-
-    With causal=True, query i attends only to keys j <= i (aligned at the end when S > T).
-    Returns out (..., T, dv), and with return_weights also the attention weights
-    (..., T, S) as an ndarray.
-    """
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or q.ndim < 2:
-        raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} do not "
-                         "fit: expected q (..., T, d), k (..., S, d), v (..., S, dv)")
-    T, S, d = q.shape[-2], k.shape[-2], q.shape[-1]
-    drop = dropout_p and training
-
-    if tg.is_composed():
-        with tg.scope("scores"):         # how well each query matches each key
-            scores = q @ k.swapaxes(-2, -1) / np.sqrt(d)                  # (..., T, S)
-        scores.label = "scores"
-        if causal:
-            with tg.scope("mask"):       # a query may not look at later keys
-                scores = scores.masked_fill(future_positions(T, S), -np.inf)
-        with tg.scope("softmax"):        # each row of scores into a distribution over the keys
-            # a constant shift leaves softmax unchanged; the row max keeps e^x from overflowing
-            shift = Tensor(scores.data.max(axis=-1, keepdims=True))
-            e = (scores - shift).exp()
-            weights = e / e.sum(axis=-1, keepdims=True)                   # (..., T, S), rows sum to 1
-        weights.label = "weights"
-        attended = weights
-        if drop:
-            with tg.scope("dropout"):
-                attended = dropout(weights, dropout_p, training, rng)
-        with tg.scope("weighted_sum"):   # each output: the values averaged by the weights
-            out = attended @ v                                            # (..., T, dv)
-        return (out, weights.data) if return_weights else out
-
-    # fused: one node. 1/√d is folded into the copy of kᵀ the product needs anyway (numpy
-    # hands a batched product to BLAS at full speed only when its right operand's last axis
-    # is contiguous, which kᵀ's is not), so neither q nor the bigger (T, S) scores take a
-    # pass of their own; the backward folds it into vᵀ the same way.
-    scale = np.asarray(1 / np.sqrt(d), dtype=q.dtype)
-    scaled_transpose = lambda a: np.multiply(np.swapaxes(a, -1, -2), scale,
-                                             out=np.empty(a.shape[:-2] + a.shape[:-3:-1], a.dtype))
-    k_t = scaled_transpose(k.data)                                      # (..., d, S): kᵀ/√d
-    ones = np.ones((S, 1), q.dtype)   # x @ ones sums the rows with BLAS, faster than .sum(-1)
-
-    def scores():                                                        # (..., T, S)
-        s = q.data @ k_t
-        if causal:
-            s += future_penalty(T, S, s.dtype)                           # -inf on the later keys
-        return s
-
-    # softmax over each row, in place. Any constant per row may be subtracted; the max of
-    # each head's whole (T, S) block is one (much cheaper to find in numpy than every
-    # row's), and since it is >= each row's max, exp cannot overflow. A row far below its
-    # head's max could underflow to all zeros: then redo it with the row maxima.
-    weights = scores()
-    weights -= weights.max(axis=(-2, -1), keepdims=True)
-    np.exp(weights, out=weights)
-    totals = weights @ ones
-    if (totals < 1e-30).any():
-        weights = scores()
-        weights -= weights.max(axis=-1, keepdims=True)
-        np.exp(weights, out=weights)
-        totals = weights @ ones
-    weights *= 1 / totals                                               # (..., T, S), rows sum to 1
-    attended, drop_scale = weights, None
-    if drop:
-        keep = (rng or nn_rng.current()).random(weights.shape) >= dropout_p
-        drop_scale = (keep / (1 - dropout_p)).astype(weights.dtype)    # mask / (1-p)
-        attended = weights * drop_scale
-    out = heads_side_by_side(q.shape[:-1] + v.shape[-1:], q.dtype)      # (..., T, dv)
-    np.matmul(attended, v.data, out=out)
-
-    def backward(g):   # q's and k's gradients share dL/dscores: computed once
-        grad_q = grad_k = None
-        grad_v = np.swapaxes(attended, -1, -2) @ g if v.requires_grad else None   # d(A v)/dv = Aᵀ
-        if q.requires_grad or k.requires_grad:
-            # out = A v with A = dropout(W): dL/dA = g vᵀ; through dropout: dL/dW = dL/dA·mask/(1-p).
-            # With vᵀ/√d, `grad` below is 1/√d times what its comments name: the 1/√d that
-            # ds/dq = k/√d and ds/dk = q/√d carry
-            grad = g @ scaled_transpose(v.data)
-            if drop_scale is not None:
-                grad *= drop_scale
-            # softmax: dL/ds = W·(dL/dW - Σ_j dL/dW_j·W_j); masked entries have W = 0
-            grad -= np.vecdot(grad, weights)[..., None]
-            grad *= weights
-            grad_q = grad @ k.data if q.requires_grad else None                       # dL/dq = dL/ds k/√d
-            grad_k = np.swapaxes(grad, -1, -2) @ q.data if k.requires_grad else None   # dL/dk = dL/dsᵀ q/√d
-        return grad_q, grad_k, grad_v
-
-    out_tensor = make_op("scaled_dot_product_attention", out, (q, k, v), vjps=backward, fresh=True,
-                         rules=("dL/dq = dL/ds @ k / √d, dL/ds = W·(dL/dW - Σ_j dL/dW_j·W_j), dL/dW = g @ vᵀ",
-                                "dL/dk = (dL/ds)ᵀ @ q / √d",
-                                "dL/dv = Wᵀ @ g"))
-    return (out_tensor, weights) if return_weights else out_tensor
+                   rules=("d dropout(x)/dx = mask/(1-p)",))

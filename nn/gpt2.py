@@ -23,15 +23,17 @@ The character vocabulary travels as tokenizer.json (the `tokenizers` library's f
 without merges, so each character is one token), which char_tokenizer(directory) reads back.
 Every file of a folder is input, opened as a corpus is (nn.atomic.open_regular: a FIFO or a
 device is refused, without waiting): its JSON is read within nn/tensorfile.py's bounds, each
-config.json key GPT-2 defines is checked for its type before it is used (a wrong one is a
-CheckpointError naming the key and the file), and every weight must be finite.
+config.json key GPT-2 defines is checked for its type before it is used, those that become
+nn.GPTConfig's fields as those are (a wrong one is a CheckpointError naming the key and the
+file), and every weight must be finite.
 This module builds no model and imports no other part of nn's network: nn/transformer.py
 imports it. Nothing here imports torch or transformers.
 """
 import math
-import numbers
 import os
 
+from . import checks
+from .config import CHECKS
 from .data import CharTokenizer
 from .tensorfile import CheckpointError, check_finite, read_json, read_safetensors, safetensors_layout
 
@@ -49,23 +51,17 @@ GPT2_DEFAULTS = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12,
                      add_cross_attention=False, tie_word_embeddings=True)
 
 
-def _real(value):
-    """A JSON number (not true or false). Its ranges below are checked by comparisons alone:
-    nan fails them, and a whole number of 400 digits is compared without becoming a float."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-SIZE = (lambda n: type(n) is int and n > 0, "a whole number > 0")
-DROPOUT = (lambda p: _real(p) and 0 <= p < 1, "a number in [0, 1)")
-SWITCH = (lambda b: isinstance(b, bool), "true or false")
-CONFIG_TYPES = {   # what each key of GPT2_DEFAULTS must be in a config.json
-    **{key: SIZE for key in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")},
-    "n_inner": (lambda n: n is None or type(n) is int and n > 0, "null or a whole number > 0"),
-    "activation_function": (lambda name: isinstance(name, str), "a name"),
-    **{key: DROPOUT for key in ("resid_pdrop", "embd_pdrop", "attn_pdrop")},
-    "layer_norm_epsilon": (lambda eps: _real(eps) and 0 < eps < 1, "a number in (0, 1)"),
-    **{key: SWITCH for key in ("scale_attn_weights", "scale_attn_by_inverse_layer_idx", "add_cross_attention",
-                               "tie_word_embeddings")}}
+# the keys of a config.json that become nn.GPTConfig's fields, each checked as that field is
+BECOMES = {"vocab_size": "vocab_size", "n_positions": "block_size", "n_embd": "n_embd", "n_layer": "n_layer",
+           "n_head": "n_head", "resid_pdrop": "dropout", "embd_pdrop": "dropout", "attn_pdrop": "dropout",
+           "tie_word_embeddings": "tie_weights"}
+SIZE = checks.POSITIVE_COUNT._replace(expected="a whole number > 0")   # a size, in the words GPT-2's readers know
+CONFIG_CHECKS = {   # what each key of GPT2_DEFAULTS must be in a config.json
+    **{key: SIZE if CHECKS[field] is checks.POSITIVE_COUNT else CHECKS[field] for key, field in BECOMES.items()},
+    "n_inner": checks.or_none(SIZE),
+    "activation_function": checks.Check(lambda name: isinstance(name, str), "a name"),
+    "layer_norm_epsilon": checks.Check(lambda eps: checks.is_number(eps) and 0 < eps < 1, "a number in (0, 1)"),
+    **dict.fromkeys(("scale_attn_weights", "scale_attn_by_inverse_layer_idx", "add_cross_attention"), checks.SWITCH)}
 
 
 def gpt2_name(name):
@@ -158,8 +154,8 @@ def gpt2_model_config(directory):
         raise ValueError(f"GPT.from_gpt2: {path} describes model_type {repr(kind)[:60]}; only GPT-2's layout "
                          "('gpt2') is read")
     c = {**GPT2_DEFAULTS, **given}
-    wrong = [f"{key} {repr(c[key])[:60]} (expected {expected})" for key, (ok, expected) in CONFIG_TYPES.items()
-             if not ok(c[key])]
+    wrong = [f"{key} {repr(c[key])[:60]} (expected {CONFIG_CHECKS[key].expected})" for key in GPT2_DEFAULTS
+             if not CONFIG_CHECKS[key](c[key])]
     if wrong:
         raise CheckpointError(f"GPT.from_gpt2: {path}: wrong values: {'; '.join(wrong)}")
     dropouts = {c["resid_pdrop"], c["embd_pdrop"], c["attn_pdrop"]}

@@ -49,7 +49,7 @@ class Embedding(Module):
 
     def forward(self, ids):
         ids = check_ids("Embedding", ids, self.weight.shape[0], "id")
-        return self.weight[ids]   # backward scatters with np.add.at: repeated ids accumulate
+        return self.weight[ids]   # backward adds each row's gradient back (autograd.add_rows): repeated ids accumulate
 
     def extra_repr(self):
         return f"{self.weight.shape[0]}, {self.weight.shape[1]}"

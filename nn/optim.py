@@ -1,6 +1,8 @@
 """Optimizers (SGD, Adam, AdamW), gradient clipping and the learning-rate schedule.
 
-Updates are in place on each parameter's array (`p.data`), vectorized with numpy. The
+adamw_step is AdamW as the paper writes it: four lines to read beside the paper. The
+optimizers run the same update as adam_update, in place on each parameter's array
+(`p.data`), vectorized with numpy; tests/test_optim.py proves the two equal. The
 parameters are split across the cores (tensorgrad.threads.split): each is updated by one
 thread, with the same numpy calls as alone, so any number of threads gives the same numbers;
 Adam's passes go over each in cache-sized tiles of rows (tensorgrad.threads.by_rows).
@@ -23,15 +25,31 @@ def require(owner, name, value, ok, expected):
         raise ValueError(f"{owner}: {name} must be {expected}, got {value!r}")
 
 
+# what each optimizer setting must be (betas, a pair, is checked by check_setting itself)
+RULES = {"lr": (lambda v: v > 0, "a finite number > 0"), "momentum": (lambda v: 0 <= v < 1, "in [0, 1)"),
+         "eps": (lambda v: v >= 0, "a finite number >= 0"), "weight_decay": (lambda v: v >= 0, "a finite number >= 0")}
+
+
+def check_setting(owner, name, value):
+    """Refuse a value of an optimizer's setting that would silently train wrong (require)."""
+    if name != "betas":
+        return require(owner, name, value, *RULES[name])
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise ValueError(f"{owner}: betas must be a pair (beta1, beta2), got {value!r}")
+    for which, beta in zip(("betas[0]", "betas[1]"), value):
+        require(owner, which, beta, lambda v: 0 <= v < 1, "in [0, 1)")
+
+
 class Optimizer:
-    """Holds the parameters and the per-parameter state arrays of an update rule."""
+    """Holds the parameters, the update rule's settings (SETTINGS: lr, ...; settings()) and
+    the per-parameter state arrays (STATE; state_dict())."""
+    SETTINGS = ("lr",)
 
     def __init__(self, params, lr):
         self.params = list({id(p): p for p in params}.values())
         if not self.params:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
-        require(type(self).__name__, "lr", lr, lambda v: v > 0, "a finite number > 0")
-        self.lr = lr
+        self.load_settings({"lr": lr})
         self.updates = np.zeros(len(self.params), np.int64)   # how many times each parameter moved (Adam's t)
 
     def zero_grad(self, set_to_none=True):
@@ -47,6 +65,27 @@ class Optimizer:
 
     def update(self, i, w, g):
         raise NotImplementedError
+
+    # settings: the update rule's numbers (lr, betas, ...), which a schedule may change
+    def settings(self):
+        """{name: value} of every setting in SETTINGS, as it is now (after `optimizer.lr = ...`,
+        the new lr): with state_dict(), what a copy of this optimizer over the same parameters
+        (in another process, say) needs to update them exactly as this one does."""
+        return {name: getattr(self, name) for name in self.SETTINGS}
+
+    def load_settings(self, settings):
+        """Set the settings given, {name: value} as settings() returns them (all or some),
+        each checked first: a value that would train wrong is a ValueError, an unknown name a
+        KeyError, and either sets nothing."""
+        owner = type(self).__name__
+        unknown = sorted(set(settings) - set(self.SETTINGS))
+        if unknown:
+            raise KeyError(f"{owner}.load_settings: {owner} has no setting {unknown}; its settings are "
+                           f"{list(self.SETTINGS)}")
+        for name, value in settings.items():
+            check_setting(owner, name, value)
+        for name, value in settings.items():
+            setattr(self, name, tuple(value) if name == "betas" else value)
 
     # state: one array per (kind, parameter index), plus the step count
     def state_arrays(self):
@@ -77,12 +116,12 @@ class Optimizer:
 
 class SGD(Optimizer):
     """w -= lr * g, or with momentum: v = momentum * v + g; w -= lr * v (PyTorch's form)."""
+    SETTINGS = ("lr", "momentum")
     STATE = ("velocity",)
 
     def __init__(self, params, lr, momentum=0.0):
         super().__init__(params, lr)
-        require("SGD", "momentum", momentum, lambda v: 0 <= v < 1, "in [0, 1)")
-        self.momentum = momentum
+        self.load_settings({"momentum": momentum})
         self.velocity = [np.zeros_like(p.data) for p in self.params]
 
     def update(self, i, w, g):
@@ -94,22 +133,30 @@ class SGD(Optimizer):
         w -= self.lr * g
 
 
+def adamw_step(w, g, m, v, t, lr, betas, eps, weight_decay=0.0):
+    """AdamW's update of w from its gradient g at its t-th step (t = 1, 2, ...), as the paper
+    writes it (Loshchilov and Hutter, Decoupled Weight Decay Regularization, Algorithm 2):
+    returns the new (w, m, v) and changes none of the arrays given. weight_decay=0 is Adam.
+    The optimizers compute the same in place (adam_update); tests/test_optim.py proves it."""
+    beta1, beta2 = betas
+    m = beta1 * m + (1 - beta1) * g                                # a running mean of g
+    v = beta2 * v + (1 - beta2) * g * g                            # a running mean of g²
+    m_hat, v_hat = m / (1 - beta1 ** t), v / (1 - beta2 ** t)      # bias corrections: m and v start at 0
+    w = w - lr * (m_hat / (np.sqrt(v_hat) + eps) + weight_decay * w)   # the step, and the decay apart from it
+    return w, m, v
+
+
 class Adam(Optimizer):
-    """Adam: running means of g (m) and g^2 (v), bias-corrected, step = lr * m / (sqrt(v) + eps).
-    Each update works in place and in one scratch array per thread, sized for the largest
-    parameter and shared by all it updates: no temporary arrays to allocate, and the scratch
-    stays in the cache."""
+    """Adam: running means of g (m) and g^2 (v), bias-corrected, step = lr * m / (sqrt(v) + eps)
+    (adamw_step, with no decay). Each update works in place and in one scratch array per
+    thread, sized for the largest parameter and shared by all it updates: no temporary
+    arrays to allocate, and the scratch stays in the cache."""
+    SETTINGS = ("lr", "betas", "eps")
     STATE = ("m", "v")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
         super().__init__(params, lr)
-        name = type(self).__name__
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
-        for which, beta in zip(("betas[0]", "betas[1]"), betas):
-            require(name, which, beta, lambda v: 0 <= v < 1, "in [0, 1)")
-        require(name, "eps", eps, lambda v: v >= 0, "a finite number >= 0")
-        self.betas, self.eps = tuple(betas), eps
+        self.load_settings({"betas": betas, "eps": eps})
         self.m = [np.zeros_like(p.data) for p in self.params]
         self.v = [np.zeros_like(p.data) for p in self.params]
         self.scratch = {}   # (dtype, thread) -> a flat array as large as the largest parameter of that dtype
@@ -117,15 +164,16 @@ class Adam(Optimizer):
     def update(self, i, w, g):
         # t as a python int: a numpy int64 would make the scalar factors of adam_update numpy
         # float64s, and numpy would then run each pass over these float32 arrays in float64, more slowly
-        t, arrays = int(self.updates[i]), (w, g, self.m[i], self.v[i], self._scratch(w))
+        t, decay, arrays = int(self.updates[i]), self.decay(i), (w, g, self.m[i], self.v[i], self._scratch(w))
+        step = lambda w, g, m, v, tmp: adam_update(w, g, m, v, tmp, t, self.lr, self.betas, self.eps, decay)
         if w.ndim == 0:
-            return self.update_tile(t, *arrays)
+            return step(*arrays)
         # in tiles of rows (threads.by_rows), so that a large matrix's ten passes stay in the cache
-        threads.by_rows(lambda *tiles: self.update_tile(t, *tiles), *arrays)
+        threads.by_rows(step, *arrays)
 
-    def update_tile(self, t, w, g, m, v, tmp):
-        """The update of one tile of rows of a parameter (or of a whole 0-d one)."""
-        adam_update(w, g, m, v, tmp, t, self.lr, self.betas, self.eps)
+    def decay(self, i):
+        """Parameter i's weight decay: none in Adam (see AdamW)."""
+        return 0.0
 
     def _scratch(self, w):
         """A scratch array shaped like w, a view of this thread's scratch buffer."""
@@ -137,11 +185,13 @@ class Adam(Optimizer):
         return buffer[:w.size].reshape(w.shape)
 
 
-def adam_update(w, g, m, v, tmp, t, lr, betas, eps):
-    """Adam's update of w from its gradient g at its t-th step, in place in w and in its
-    moments m and v, with tmp (shaped like w) as the only scratch: no array is allocated.
-    Adam.update calls it, and so does bench/numpy_step.py's hand-written step."""
+def adam_update(w, g, m, v, tmp, t, lr, betas, eps, weight_decay=0.0):
+    """adamw_step in place in w and in its moments m and v, with tmp (shaped like w) as the
+    only scratch: no array is allocated. Adam.update calls it on each tile of a parameter's
+    rows, and so does bench/numpy_step.py's hand-written step."""
     beta1, beta2 = betas
+    if weight_decay:
+        w *= 1 - lr * weight_decay                # decoupled decay: w - lr·λ·w, before the step
     np.subtract(g, m, out=tmp)
     tmp *= 1 - beta1
     m += tmp                                      # m = beta1 m + (1 - beta1) g
@@ -163,18 +213,16 @@ def adam_update(w, g, m, v, tmp, t, lr, betas, eps):
 class AdamW(Adam):
     """Adam with decoupled weight decay (w -= lr * weight_decay * w), applied only to
     parameters with ndim >= 2 (matrices and embeddings), never to biases or LayerNorm."""
+    SETTINGS = ("lr", "betas", "eps", "weight_decay")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         super().__init__(params, lr, betas, eps)
-        require("AdamW", "weight_decay", weight_decay, lambda v: v >= 0, "a finite number >= 0")
-        self.weight_decay = weight_decay
+        self.load_settings({"weight_decay": weight_decay})
+        # which parameters decay, decided once, here, from each parameter's own shape
+        self.decays = [p.data.ndim >= 2 for p in self.params]
 
-    def update_tile(self, t, w, g, m, v, tmp):
-        # the decay in the same tile as Adam's passes, while the tile is in the cache;
-        # a tile of a matrix's rows is itself a matrix, so w.ndim still tells what to decay
-        if w.ndim >= 2:
-            w *= 1 - self.lr * self.weight_decay
-        super().update_tile(t, w, g, m, v, tmp)
+    def decay(self, i):
+        return self.weight_decay if self.decays[i] else 0.0
 
 
 def grad_norm(params):

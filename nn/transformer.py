@@ -1,20 +1,166 @@
 """The transformer, in reading order: attention, feed-forward, block, GPT.
 
 Shapes: B batch, T sequence length, C = n_embd channels, nh heads of hs = C / nh each,
-V vocabulary size.
+V vocabulary size; S keys (S = T in the model: each position is a query and a key).
 """
+import functools
 import math
 import numbers
 
 import numpy as np
 
 import tensorgrad as tg
+from tensorgrad import make_op
 
 from . import functional as F
-from . import gpt2, rng
+from . import gpt2
+from . import rng as nn_rng
 from .layers import Dropout, Embedding, LayerNorm, Linear, SinusoidalPositionalEncoding, check_ids
 from .module import Module, ModuleList
 from .rng import generator
+
+
+# ---- attention: softmax(q kᵀ / √d + mask) v, written twice ----------------------------------------
+def scaled_dot_product_attention(q, k, v, causal=True, return_weights=False, dropout_p=0.0,
+                                 training=True, rng=None):
+    """softmax(q kᵀ / √d + mask) v for q (..., T, d), k (..., S, d), v (..., S, dv).
+
+    With causal=True, query i attends only to keys j <= i (aligned at the end when S > T).
+    Returns out (..., T, dv), and with return_weights also the attention weights
+    (..., T, S) as an ndarray. Inside tg.composed() it runs composed_attention, the formula
+    op by op (what drawings and traces show); else fused_attention, the same function as one
+    node of the graph, faster. tests/test_composed.py proves the two equal.
+    """
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or q.ndim < 2:
+        raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} do not "
+                         "fit: expected q (..., T, d), k (..., S, d), v (..., S, dv)")
+    attention = composed_attention if tg.is_composed() else fused_attention
+    out, weights = attention(q, k, v, causal, dropout_p if training else 0.0, rng)
+    return (out, weights) if return_weights else out
+
+
+def composed_attention(q, k, v, causal=True, dropout_p=0.0, rng=None):
+    """The article's line, softmax(q kᵀ / √d + mask) v, from the engine's primitive ops, each
+    step in a named scope that drawings show. Returns (out, the weights as an ndarray)."""
+    T, S, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    with tg.scope("scores"):         # how well each query matches each key
+        scores = q @ k.swapaxes(-2, -1) / np.sqrt(d)    # (B, nh, T, hs) @ (B, nh, hs, S) -> (B, nh, T, S)
+    scores.label = "scores"
+    if causal:
+        with tg.scope("mask"):       # a query may not look at later keys
+            scores = scores.masked_fill(future_positions(T, S), -np.inf)
+    with tg.scope("softmax"):        # each row of scores into a distribution over the keys
+        weights = scores.softmax(axis=-1)               # (B, nh, T, S), rows sum to 1
+    weights.label = "weights"
+    attended = weights
+    if dropout_p:
+        with tg.scope("dropout"):
+            attended = F.dropout(weights, dropout_p, True, rng)
+    with tg.scope("weighted_sum"):   # each output: the values averaged by the weights
+        out = attended @ v                              # (B, nh, T, S) @ (B, nh, S, hs) -> (B, nh, T, hs)
+    return out, weights.data
+
+
+def fused_attention(q, k, v, causal=True, dropout_p=0.0, rng=None):
+    """composed_attention's function as one node of the graph, its backward derived by hand
+    (fewer passes over memory: training uses it). Returns (out, the weights as an ndarray)."""
+    T, S, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    scale = np.asarray(1 / np.sqrt(d), dtype=q.dtype)                  # 1/√d
+    k_t_scaled = scaled_transpose(k.data, scale)                       # (B, nh, hs, S): kᵀ/√d
+
+    def make_scores():                                                  # (B, nh, T, S)
+        s = q.data @ k_t_scaled                                         # q (kᵀ/√d)
+        if causal:
+            s += future_penalty(T, S, s.dtype)                          # -inf on the later keys
+        return s
+
+    weights = block_max_softmax(make_scores)                            # (B, nh, T, S), rows sum to 1
+    attended, drop_scale = weights, None
+    if dropout_p:
+        keep = (rng or nn_rng.current()).random(weights.shape) >= dropout_p
+        drop_scale = (keep / (1 - dropout_p)).astype(weights.dtype)    # mask / (1-p)
+        attended = weights * drop_scale
+    out = heads_side_by_side(q.shape[:-1] + v.shape[-1:], q.dtype)      # (B, nh, T, hs)
+    np.matmul(attended, v.data, out=out)                                # (B, nh, T, S) @ (B, nh, S, hs)
+
+    def backward(g):   # q's and k's gradients share dL/ds: computed once
+        grad_q = grad_k = None
+        grad_v = np.swapaxes(attended, -1, -2) @ g if v.requires_grad else None   # d(A v)/dv = Aᵀ
+        if q.requires_grad or k.requires_grad:
+            # out = A v with A = dropout(W), W = softmax(s), s = q kᵀ/√d. The 1/√d of
+            # ds/dq = k/√d and ds/dk = q/√d rides on the copy of vᵀ the first product needs
+            # anyway (see scaled_transpose), so buf carries it from its first value on:
+            buf = g @ scaled_transpose(v.data, scale)                  # dL/dA / √d (dL/dA = g vᵀ)
+            if drop_scale is not None:
+                buf *= drop_scale                                       # dL/dW / √d (dL/dW = dL/dA·mask/(1-p))
+            # softmax: dL/ds = W·(dL/dW - Σ_j dL/dW_j·W_j); masked entries have W = 0
+            buf -= np.vecdot(buf, weights)[..., None]                   # (dL/dW - Σ_j dL/dW_j·W_j) / √d
+            buf *= weights                                              # dL/ds / √d
+            grad_q = buf @ k.data if q.requires_grad else None                       # dL/dq = dL/ds k/√d
+            grad_k = np.swapaxes(buf, -1, -2) @ q.data if k.requires_grad else None   # dL/dk = dL/dsᵀ q/√d
+        return grad_q, grad_k, grad_v
+
+    out_tensor = make_op("scaled_dot_product_attention", out, (q, k, v), vjps=backward,
+                         rules=("dL/dq = dL/ds @ k / √d, dL/ds = W·(dL/dW - Σ_j dL/dW_j·W_j), dL/dW = g @ vᵀ",
+                                "dL/dk = (dL/ds)ᵀ @ q / √d",
+                                "dL/dv = Wᵀ @ g"))
+    return out_tensor, weights
+
+
+def block_max_softmax(make_scores):
+    """softmax over each row of the scores make_scores() returns (..., T, S), in place in
+    that array. Any constant may be subtracted from a row before exp; the max of each head's
+    whole (T, S) block is one (much cheaper to find in numpy than every row's), and since it
+    is >= each row's max, exp cannot overflow. A row far below its block's max could
+    underflow to all zeros: then the scores are made again and each row shifted by its own."""
+    def exp_shifted(axis):            # e^(s - max of s over axis), in place in a new s
+        e = make_scores()
+        e -= e.max(axis=axis, keepdims=True)
+        return np.exp(e, out=e)
+
+    e = exp_shifted(axis=(-2, -1))                            # shifted by each head's max
+    ones = np.ones((e.shape[-1], 1), e.dtype)                 # e @ ones sums the rows with BLAS,
+    totals = e @ ones                                         # faster than .sum(-1): (..., T, 1)
+    if (totals < 1e-30).any():                                # a row underflowed
+        e = exp_shifted(axis=-1)                              # shifted by each row's own max
+        totals = e @ ones
+    return np.multiply(e, 1 / totals, out=e)                  # e / Σ_j e_j: each row sums to 1
+
+
+def scaled_transpose(a, scale):
+    """aᵀ · scale (a's last two axes swapped), in a new array of its own layout. numpy hands
+    a batched product to BLAS at full speed only when its right operand's last axis is
+    contiguous, which a transpose's is not; so the copy is needed anyway, and a scale
+    multiplied into it costs no pass of its own."""
+    return np.multiply(np.swapaxes(a, -1, -2), scale, out=np.empty(a.shape[:-2] + a.shape[:-3:-1], a.dtype))
+
+
+@functools.lru_cache(maxsize=16)
+def future_positions(t, s):
+    """(t, s) boolean mask, True where key j comes after query i (j > i + s - t): what a
+    causal query may not look at. Cached, so it is built once per sequence length."""
+    future = ~np.tril(np.ones((t, s), bool), k=s - t)
+    future.flags.writeable = False
+    return future
+
+
+@functools.lru_cache(maxsize=16)
+def future_penalty(t, s, dtype):
+    """The causal mask as numbers to add to the scores: -inf on future_positions(t, s), 0
+    elsewhere (one pass over the scores, faster than writing -inf where a mask says)."""
+    penalty = np.where(future_positions(t, s), -np.inf, 0).astype(dtype)
+    penalty.flags.writeable = False
+    return penalty
+
+
+def heads_side_by_side(shape, dtype):
+    """An empty array of `shape` (..., heads, T, dv), laid out in memory as (..., T, heads,
+    dv): where MultiHeadAttention puts the heads next, so that its reshape of
+    out.transpose(0, 2, 1, 3) to (B, T, C) is a view, not a copy. Any other shape comes
+    laid out as it is."""
+    if len(shape) < 3:
+        return np.empty(shape, dtype)
+    return np.swapaxes(np.empty(shape[:-3] + (shape[-2], shape[-3], shape[-1]), dtype), -3, -2)
 
 
 class MultiHeadAttention(Module):
@@ -43,7 +189,7 @@ class MultiHeadAttention(Module):
         qkv = qkv.transpose(2, 0, 3, 1, 4)                   # (3, B, nh, T, hs)
         q, k, v = qkv[0], qkv[1], qkv[2]                      # each (B, nh, T, hs)
         q.label, k.label, v.label = "q", "k", "v"             # names drawings and traces show
-        y, self.last_weights = F.scaled_dot_product_attention(
+        y, self.last_weights = scaled_dot_product_attention(
             q, k, v, causal=self.causal, return_weights=True,
             dropout_p=self.dropout_p, training=self.training)  # (B, nh, T, hs)
         y = y.transpose(0, 2, 1, 3).reshape(B, T, C)          # (B, T, nh, hs) -> (B, T, C)
@@ -61,23 +207,34 @@ class FeedForward(Module):
         self.proj = Linear(hidden or 4 * dim, dim)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x):
-        return self.dropout(self.proj(self.fc(x).gelu()))
+    def forward(self, x, observe=None):
+        hidden = self.fc(x)                                     # (B, T, 4C): GELU's input
+        if observe is not None:                                 # TransformerBlock.forward's observe
+            observe["gelu_input"] = hidden
+        return self.dropout(self.proj(hidden.gelu()))           # (B, T, C)
 
 
 class TransformerBlock(Module):
     """Pre-LN block: x + attn(ln1(x)), then x + ffn(ln2(x)). The residual path carries
-    x (and its gradient) through unchanged; each sub-layer only adds a correction."""
+    x (and its gradient) through unchanged; each sub-layer only adds a correction.
+    causal=False lets every position attend to every other (an encoder's block)."""
 
-    def __init__(self, dim, n_heads, dropout=0.0):
+    def __init__(self, dim, n_heads, dropout=0.0, causal=True):
         self.ln1 = LayerNorm(dim)
-        self.attn = MultiHeadAttention(dim, n_heads, causal=True, dropout=dropout)
+        self.attn = MultiHeadAttention(dim, n_heads, causal=causal, dropout=dropout)
         self.ln2 = LayerNorm(dim)
         self.ffn = FeedForward(dim, 4 * dim, dropout)
 
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.ffn(self.ln2(x))
+    def forward(self, x, observe=None):
+        """x (B, T, C) -> (B, T, C). observe: None, or a dict to fill with what is inside, each
+        a Tensor: "attn", the attention sub-layer's output (before the residual adds it),
+        "gelu_input", the feed-forward's GELU input (B, T, 4C), and "out", the block's output."""
+        attended = self.attn(self.ln1(x))                       # (B, T, C)
+        x = x + attended
+        x = x + self.ffn(self.ln2(x), observe)
+        if observe is not None:
+            observe.update(attn=attended, out=x)
+        return x
 
 
 class GPT(Module):
@@ -117,7 +274,7 @@ class GPT(Module):
         weights included): the reverse of nn.export.to_gpt2. Nothing is downloaded. The arrays
         read become the parameters (no second copy), and no random weights are drawn for them."""
         config, where = gpt2.read_layout(directory)   # checked against the files' headers first
-        with rng.skipping_init():
+        with nn_rng.skipping_init():
             model = cls(**config)
         names = [name for name, _ in model.named_parameters()]
         model.load_state_dict(gpt2.read_weights(directory, config, where, names), assign=True)
@@ -128,7 +285,7 @@ class GPT(Module):
         # projections that write into the residual stream (attn.proj, ffn.proj) get
         # 0.02/sqrt(2 n_layer), so the stream's variance does not grow with depth (GPT-2).
         # A tied table is drawn once, as the embedding.
-        if rng.init_skipped():   # a file's weights replace these (from_gpt2)
+        if nn_rng.init_skipped():   # a file's weights replace these (from_gpt2)
             return
         for name, module in self.named_modules():
             if isinstance(module, (Linear, Embedding)):
@@ -137,8 +294,12 @@ class GPT(Module):
             if isinstance(module, Linear) and module.bias is not None:
                 module.bias.data[...] = 0
 
-    def forward(self, idx, targets=None):
-        """idx (B, T) token ids -> (logits (B, T, V), loss or None)."""
+    def forward(self, idx, targets=None, observe=None):
+        """idx (B, T) token ids -> (logits (B, T, V), loss or None).
+
+        observe: None, or a dict to fill with what is inside each block, by the block's name:
+        observe["h.0"] is block h.0's {"attn", "gelu_input", "out"} (TransformerBlock.forward),
+        Tensors, e.g. observe["h.0"]["out"], its output (B, T, C)."""
         idx = check_ids("GPT", idx, self.tok_emb.weight.shape[0], "token id")
         if idx.ndim != 2:
             raise ValueError(f"GPT: idx must have shape (B, T), got {idx.shape}")
@@ -149,8 +310,8 @@ class GPT(Module):
         if self.pos_emb is not None:
             x = x + self.pos_emb(np.arange(T))                  # (B, T, C) + (T, C)
         x = self.drop(x)
-        for block in self.h:
-            x = block(x)
+        for i, block in enumerate(self.h):   # observing, block h.i fills observe["h.i"]
+            x = block(x) if observe is None else block(x, observe.setdefault(f"h.{i}", {}))
         x = self.ln_f(x)
         if self.tie_weights:   # the embedding table, transposed: each token's score is x · its row
             logits = F.linear(x, self.tok_emb.weight.T)         # (B, T, C) @ (C, V) = x @ W_embᵀ

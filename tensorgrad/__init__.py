@@ -9,7 +9,8 @@ from . import math_ops, shape_ops
 from .autograd import backward_order, composed, detect_anomaly, is_composed, no_grad, scope
 from .creation import (arange, full, full_like, manual_seed, multinomial, one_hot, ones, ones_like, rand,
                        randint, randn, tensor, zeros, zeros_like)
-from .draw import draw_graph, render_graph
+from .draw import draw_graph
+from .render import render_graph
 from .dtypes import (bool, double, float, float16, float32, float64, half, int, int8, int16, int32, int64,
                      long, uint8)
 from .explore import Explorer, explore

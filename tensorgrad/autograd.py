@@ -115,14 +115,18 @@ def describe(node):
 
 
 def check_finite(op, array, what, inputs):
-    """The detect_anomaly() check: raise if `array` holds nan or inf."""
+    """The detect_anomaly() check: raise if `array` holds nan or inf, naming op as the one
+    that made it; unless an input already held one (a leaf, or a tensor made outside the
+    block): then op only passed it on, and the message says to look at that input."""
     if array.dtype.kind == "f" and not np.isfinite(array).all():
         kind = "nan" if np.isnan(array).any() else "inf"
         shapes = ", ".join(str(t.shape) for t in inputs)
+        came_in = next((f": its input {i} already held nan or inf (made outside detect_anomaly(), or given): look there"
+                        for i, t in enumerate(inputs) if t.dtype.kind == "f" and not np.isfinite(t.data).all()), "")
         raise FloatingPointError(
             f"detect_anomaly: {what} of op '{op}' contains {kind} "
             f"(inputs of shapes {shapes}; first bad element at "
-            f"{tuple(int(i) for i in np.argwhere(~np.isfinite(array))[0])})")
+            f"{tuple(int(i) for i in np.argwhere(~np.isfinite(array))[0])}){came_in}")
 
 
 def backward_order(root):
@@ -172,6 +176,9 @@ def backward(root, grad=None, retain_graph=False, intermediate_grads=True):
     for node in order:
         if not node._parents:   # a leaf: nothing is left to send back
             continue
+        if gradients.check and node.grad is not None:   # each part was checked, but finite parts can sum to inf
+            check_finite(node._op, node.grad, "the gradient (summed, or given to backward) of the output",
+                         node._parents)
         for index, contribution in enumerate(input_gradients(node._vjps, node._parents, node.grad, node)):
             if contribution is not None:
                 gradients.add(node, index, contribution)   # input.grad += upstream × local
@@ -185,34 +192,53 @@ def input_gradients(vjps, inputs, upstream, node=None):
     """dL/d(input) for each of an op's inputs (None for those that need no gradient), from
     the op's vjps and g = dL/d(output) = `upstream`.
 
-    The vjps get g read-only: it is the output's .grad, and may be another tensor's too (a
-    vjp may hand g back), so a vjp that writes into it would change another gradient. numpy
-    refuses the write; the error is raised again naming `node`'s op (when given) and the
-    input. A g, or a view of it, that a vjp returns stays read-only: the Accumulator reads
-    that as "not a new array", whatever make_op's fresh says. No upstream (every vjp into
-    this node returned None): no gradient reaches the inputs either."""
+    While the vjps run, g and what the forward saved for them are read-only: g may be another
+    tensor's gradient too, and a saved array overwritten (`s *= g`) would give the right
+    gradient once and a wrong one at the next backward through the graph. numpy refuses the
+    write; the error is raised again naming `node`'s op (when given) and the input. What a
+    vjp returns that was read-only then (g, a saved array, a view of either) stays read-only,
+    so backward knows it is not a new array (Accumulator). No upstream (every vjp into this
+    node returned None): no gradient reaches the inputs either."""
     if upstream is None:
         return [None] * len(inputs)
     g = upstream.view()
     g.flags.writeable = False
-    # what the forward saved, locked too while the vjps run: a vjp that overwrote the output
-    # or an input (`s *= g`) would be right once, and wrong at the next backward through it
-    saved = [t.data for t in (*inputs, *(() if node is None else (node,))) if t.data.flags.writeable]
-    for array in saved:
-        array.flags.writeable = False
+    saved = lock(saved_arrays(vjps, inputs, node))
     gradients = []
     try:
         if callable(vjps):   # one backward for all the inputs: their gradients share work
-            return [grad if x.requires_grad else None for x, grad in zip(inputs, vjps(g))]
-        for x, vjp in zip(inputs, vjps):
-            gradients.append(vjp(g) if x.requires_grad else None)
+            gradients = [grad if x.requires_grad else None for x, grad in zip(inputs, vjps(g))]
+        else:
+            for x, vjp in zip(inputs, vjps):
+                gradients.append(vjp(g) if x.requires_grad else None)
+        return [grad.view() if type(grad) is np.ndarray and not grad.flags.writeable else grad
+                for grad in gradients]   # a view made while locked stays read-only after
     except ValueError as error:   # numpy's "assignment destination is read-only", "output array is ..."
         if node is None or not str(error).endswith("is read-only"):
             raise
         raise ValueError(wrote_into_g(node, None if callable(vjps) else len(gradients))) from error
     finally:
         unlock(saved)
-    return gradients
+
+
+def saved_arrays(vjps, inputs, node):
+    """What the forward saved for the vjps: the op's inputs and output, and the arrays the
+    vjps hold (in their closures: `lambda g: g * b` holds b)."""
+    arrays = [t.data for t in inputs] + ([] if node is None else [node.data])
+    for vjp in (vjps,) if callable(vjps) else vjps:
+        for cell in vjp.__closure__ or ():
+            value = cell.cell_contents
+            if type(value) is np.ndarray:
+                arrays.append(value)
+    return arrays
+
+
+def lock(arrays):
+    """Make `arrays` read-only; returns those that were writable (for unlock)."""
+    locked = [array for array in arrays if array.flags.writeable]
+    for array in locked:
+        array.flags.writeable = False
+    return locked
 
 
 def unlock(arrays):
@@ -229,22 +255,16 @@ def unlock(arrays):
 
 
 class Accumulator:
-    """`input.grad += contribution` for one backward pass: the one place where gradients
-    are added, and so where the speed tricks live.
+    """`input.grad += contribution` for one backward pass: the one place where gradients are
+    added. What it computes is the plain rule,
 
-    - A contribution in the broadcast shape is summed down to the input's shape
-      (unbroadcast); any other shape is the vjp's mistake, reported here.
-    - numpy updates an array in place faster than it writes a new one, so a second
-      contribution is added into an array this pass owns: one it made, or one an op
-      handed over (make_op(..., fresh=True): "the arrays my vjps return are new, and
-      nothing else holds them"). Arrays others may hold (g itself, a view, a leaf's
-      .grad from an earlier backward that a user may keep) are never written into: g and
-      its views come back read-only (input_gradients hands g over so), and a read-only
-      contribution is never taken for new, even from an op that promised fresh ones.
-    - A leaf's .grad is always an array of its own, so updating it in place (clipping,
-      an optimizer) changes nothing else.
-    - A Scatter (the gradient of x[index]: zero but at the picked places) is added in
-      place where it is nonzero.
+        x.grad = contribution if x.grad is None else x.grad + contribution
+
+    with the contribution first brought to x's shape (a gradient in the broadcast shape is
+    summed down: unbroadcast; any other shape is the vjp's mistake, reported here) and dtype.
+    How it computes it is faster (add_in_place). A leaf's .grad is always an array of its
+    own, so updating it in place (clipping, an optimizer) changes nothing else. A Scatter
+    (the gradient of x[index]: zero but at the picked places) is added where it is nonzero.
     """
 
     def __init__(self):
@@ -254,34 +274,49 @@ class Accumulator:
     def add(self, node, index, contribution):
         x = node._parents[index]
         if type(contribution) is Scatter:
+            if self.check:
+                check_finite(node._op, contribution.values, f"the backward's gradient for input {index}", node._parents)
             contribution.add_into(self.writable_grad(x))
             return
+        contribution, new = self.shaped(node, index, contribution)
+        if self.check:
+            check_finite(node._op, contribution, f"the backward's gradient for input {index}", node._parents)
+        if x.grad is None:
+            x.grad = contribution if new or x._parents else contribution.copy()   # a leaf's: its own
+            if new or not x._parents:
+                self.owned.add(id(x))
+        else:
+            x.grad = self.add_in_place(x, contribution, new)
+
+    def shaped(self, node, index, contribution):
+        """The contribution in its input's shape and dtype, and whether it is new: only this
+        pass holds it. A read-only one is g, or what the forward saved, or a view of either
+        (input_gradients): others hold it. Summing and casting make new arrays."""
+        x = node._parents[index]
         if type(contribution) is not np.ndarray:   # a numpy scalar, from 0-d arithmetic
-            contribution, fresh = np.asarray(contribution), True
-        else:   # a read-only one is g or a view of it: not new, whatever fresh says
-            fresh = node._fresh and contribution.flags.writeable
+            contribution = np.asarray(contribution)
+        new = contribution.flags.writeable
         if contribution.shape != x.data.shape:
             if not broadcasts_to(x.data.shape, contribution.shape):
                 raise ValueError(wrong_shape(node, index, contribution.shape))
-            contribution, fresh = unbroadcast(contribution, x.data.shape), True   # a sum: a new array
+            contribution, new = unbroadcast(contribution, x.data.shape), True
         if contribution.dtype != x.data.dtype:
-            contribution, fresh = contribution.astype(x.data.dtype), True
-        if self.check:
-            check_finite(node._op, contribution, f"the backward's gradient for input {index}", node._parents)
+            contribution, new = contribution.astype(x.data.dtype), True
+        return contribution, new
+
+    def add_in_place(self, x, contribution, new):
+        """x.grad + contribution, written into an array this pass owns where there is one:
+        numpy updates an array in place faster than it writes a new one, and a transformer's
+        gradients are its largest arrays. Never into an array others may hold (g, what the
+        forward saved, a leaf's .grad from an earlier backward that a user may keep)."""
         if id(x) in self.owned:
             x.grad += contribution
-        elif x.grad is None and not fresh and x._parents:
-            x.grad = contribution   # an intermediate may share it: nothing writes into it
-        elif x.grad is None:
-            x.grad = contribution if fresh else contribution.copy()
-            self.owned.add(id(x))
-        elif fresh:
+            return x.grad
+        self.owned.add(id(x))
+        if new:
             contribution += x.grad
-            x.grad = contribution
-            self.owned.add(id(x))
-        else:
-            x.grad = np.asarray(x.grad + contribution)   # numpy adds two 0-d arrays into a scalar
-            self.owned.add(id(x))
+            return contribution
+        return np.asarray(x.grad + contribution)   # numpy adds two 0-d arrays into a scalar
 
     def writable_grad(self, x):
         """x.grad as an array this pass owns: zeros, or a copy of the gradient so far."""

@@ -24,7 +24,7 @@ import graphviz
 import numpy as np
 
 from .autograd import backward_order
-from .trace import _dotted, _name as trace_name   # the names the chain-rule trace prints, so both agree
+from . import names as naming   # what the trace and the stepper page call each node too
 
 SMALL, ROWS = 16, 4   # a tensor of up to 16 numbers in up to 4 rows shows them; others a summary
 NOT_YET = "grad: not computed yet"   # before backward: say so rather than show zeros
@@ -50,7 +50,7 @@ class GraphDrawing(graphviz.Digraph):
     installed (the plain Digraph needs `dot`)."""
 
     def _repr_image_svg_xml(self):
-        return _render(self.source, "svg").decode("utf-8")
+        return render(self.source, "svg").decode("utf-8")
 
 
 def draw_graph(root, show_data=True, show_grad=True, order=False, collapse=None, max_nodes=500,
@@ -76,11 +76,12 @@ def draw_graph(root, show_data=True, show_grad=True, order=False, collapse=None,
 
     def attributes(kind, what):
         if kind == "op":
-            return {"label": graphviz.escape(what._op), "shape": "ellipse", "fillcolor": COLOURS["op"], "height": "0.3"}
+            return {"label": graphviz.escape(_shown(what.op)), "shape": "ellipse", "fillcolor": COLOURS["op"],
+                    "height": "0.3"}
         if kind == "box":
             path, inner, outputs = what
-            ops = sum(1 for t in inner if t._op)
-            fields = [_escape(_dotted(path)), f"{ops} op{'s' * (ops != 1)}",
+            ops = sum(1 for t in inner if t.op)
+            fields = [_escape(naming.dotted(path)), f"{ops} op{'s' * (ops != 1)}",
                       _escape("out " + ", ".join(str(t.shape) for t in outputs))]
             return {"label": _record(fields, rankdir), "shape": "Mrecord", "fillcolor": COLOURS["box"],
                     "penwidth": "1.5"}
@@ -88,12 +89,12 @@ def draw_graph(root, show_data=True, show_grad=True, order=False, collapse=None,
             return {"label": _record(_constant_fields(what, show_data), rankdir), "shape": "record",
                     "fillcolor": COLOURS["constant"], "fontsize": FONTSIZE["constant"], "color": "#999999",
                     "width": "0", "height": "0", "margin": "0.05,0.02"}
-        title = f"[{number[id(what)]}] {trace_name(what)}" if order else what.label
-        role = "root" if what is root else "value" if what._op else "leaf"
+        title = f"[{number[id(what)]}] {naming.name(what)}" if order else what.label
+        role = "root" if what is root else "value" if what.op else "leaf"
         return {"label": _record(_value_fields(what, title, show_data, show_grad), rankdir),
                 "shape": "record", "fillcolor": COLOURS[role]}
 
-    text = " ".join(f"{t.label or ''} {' '.join(t._scope)}" for node in nodes for t in (node, *node._parents))
+    text = " ".join(f"{t.label or ''} {' '.join(t.scope)}" for node in nodes for t in (node, *node.parents))
     font = HANGUL_FONTS if HANGUL.search(text) else FONT
     graph = GraphDrawing(graph_attr={"rankdir": rankdir, "nodesep": "0.2", "ranksep": "0.3",
                                      "fontname": font, "fontsize": FONTSIZE["graph"]},
@@ -119,29 +120,6 @@ def draw_graph(root, show_data=True, show_grad=True, order=False, collapse=None,
     return graph
 
 
-def render_graph(root, path, format=None, **draw_options):
-    """Draw root's graph (draw_graph's options) into the file `path` and return its Path.
-    The format (svg, png, jpg, ...) comes from the path's extension unless given; "html" writes
-    the backprop stepper page (explore.py), made after backward(retain_graph=True)."""
-    path = Path(path)
-    format = format or path.suffix.lstrip(".").lower()
-    if not format:
-        raise ValueError(f"render_graph: cannot tell the image format of '{path}': end the path "
-                         "with .svg, .png or .html, or pass format='svg'")
-    if format == "html":
-        from .explore import explore   # here, not above: explore.py imports this module
-        return explore(root, **draw_options).save(path)
-    source = draw_graph(root, **draw_options).source
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if _find_renderer() is None:
-        dot_file = path.with_suffix(".dot")
-        dot_file.write_text(source, encoding="utf-8")
-        raise RuntimeError(f"render_graph: {NO_RENDERER}. The graph's source is written to {dot_file}; "
-                           f"render it with: graphviz-pure -T{format} -o {path} {dot_file}")
-    path.write_bytes(_render(source, format))
-    return path
-
-
 # ---- where each node goes -------------------------------------------------------------
 def _place(root, nodes, number, collapse):
     """The nodes to draw, {name: (cluster path, kind, what)}, and the edges between them.
@@ -151,14 +129,14 @@ def _place(root, nodes, number, collapse):
     box node: it hides the ops and values made inside it, takes the edges of the values it
     uses from outside, and feeds the values it makes that are used outside it (its outputs).
     """
-    constants = list({id(p): p for t in nodes for p in t._parents if not p.requires_grad}.values())
+    constants = list({id(p): p for t in nodes for p in t.parents if not p.requires_grad}.values())
     tensors = nodes + constants
     consumers = {id(t): [] for t in tensors}
     for t in nodes:
-        for p in t._parents:
+        for p in t.parents:
             consumers[id(p)].append(t)
     home = {id(t): _home(t, consumers[id(t)]) for t in tensors}
-    folds = _fold_rule(collapse, [t._scope for t in nodes])
+    folds = _fold_rule(collapse, [t.scope for t in nodes])
     box = {id(t): _folded(home[id(t)], folds) for t in tensors}
     hidden = {id(t): box[id(t)] is not None and t is not root
               and all(box[id(c)] == box[id(t)] for c in consumers[id(t)]) for t in tensors}
@@ -175,12 +153,12 @@ def _place(root, nodes, number, collapse):
         if not hidden[id(t)]:   # an output of a box is drawn beside it, in the box's own cluster
             drawn[name[id(t)]] = (folded_in[:-1] if folded_in else home[id(t)],
                                   "value" if t.requires_grad else "constant", t)
-        if t._op and folded_in is None:
+        if t.op and folded_in is None:
             op = f"op{number[id(t)]}"
             drawn[op] = (home[id(t)], "op", t)
-            edges.update({(name[id(p)], op): None for p in t._parents} | {(op, name[id(t)]): None})
-        elif t._op:
-            edges.update({(name[id(p)], box_name[folded_in]): None for p in t._parents if box[id(p)] != folded_in})
+            edges.update({(name[id(p)], op): None for p in t.parents} | {(op, name[id(t)]): None})
+        elif t.op:
+            edges.update({(name[id(p)], box_name[folded_in]): None for p in t.parents if box[id(p)] != folded_in})
             if not hidden[id(t)]:
                 edges[(box_name[folded_in], name[id(t)])] = None
     for path, inner in boxes.items():
@@ -193,9 +171,9 @@ def _home(t, consumers):
     """The scope a value is drawn in: its op's scope; for an input (leaf or constant) the
     deepest scope holding every op that uses it, so a parameter sits inside its module
     while an input shared by two modules stays outside both."""
-    if t._op or not consumers:
-        return t._scope
-    return tuple(os.path.commonprefix([c._scope for c in consumers]))
+    if t.op or not consumers:
+        return t.scope
+    return tuple(os.path.commonprefix([c.scope for c in consumers]))
 
 
 def _fold_rule(collapse, paths):
@@ -210,11 +188,11 @@ def _fold_rule(collapse, paths):
         raise ValueError(f"draw_graph: collapse={collapse!r} is not understood: use None, 'modules', "
                          "a depth of 1 or more, or a list of scope names such as ['h.0']")
     names = set(collapse)
-    scopes = {_dotted(path[:depth]) for path in paths for depth in range(1, len(path) + 1)}
+    scopes = {naming.dotted(path[:depth]) for path in paths for depth in range(1, len(path) + 1)}
     if names - scopes:
         raise ValueError(f"draw_graph: collapse names scopes this graph does not have: "
                          f"{sorted(names - scopes)}; its scopes are {sorted(scopes) or 'none'}")
-    return lambda path: _dotted(path) in names
+    return lambda path: naming.dotted(path) in names
 
 
 def _folded(path, folds):
@@ -223,7 +201,7 @@ def _folded(path, folds):
 
 
 def _too_big(count, max_nodes, collapse, nodes):
-    outermost = list({_dotted(t._scope[:1]): None for t in nodes if t._scope})
+    outermost = list({naming.dotted(t.scope[:1]): None for t in nodes if t.scope})
     if not outermost:
         hint = ("Its ops were made outside any tg.scope() (nn modules open one), so there is nothing "
                 "to fold: draw a smaller expression, or raise max_nodes.")
@@ -243,7 +221,7 @@ def _fill(graph, path, members, clusters):
     for index, child in enumerate(clusters):
         if len(child) == len(path) + 1 and child[:-1] == path:
             with graph.subgraph(name=f"cluster_{index}") as cluster:
-                cluster.attr(label=graphviz.escape(_dotted(child)), labeljust="l",
+                cluster.attr(label=graphviz.escape(_shown(naming.dotted(child))), labeljust="l",
                              style="rounded,filled", color="#9aa5b1",
                              fillcolor=COLOURS["cluster"][len(path) % 2])
                 _fill(cluster, child, members, clusters)
@@ -290,12 +268,20 @@ def _record(fields, rankdir):
 
 
 def _escape(text):
-    """Text made safe for a record label, where \\ { } | < > have meanings."""
-    return "".join("\\" + ch if ch in "\\{}|<>" else ch for ch in str(text))
+    """Text made safe for a record label, where \\ { } | < > have meanings (_shown first)."""
+    return "".join("\\" + ch if ch in "\\{}|<>" else ch for ch in _shown(text))
+
+
+def _shown(text):
+    """Text with every character that no drawing can hold written as its escape, as repr
+    writes it: a NUL (DOT's strings end there) as \\x00, a control character (XML, so SVG,
+    refuses it) as \\x1b or \\n, a lone surrogate (UTF-8 cannot encode it) as \\ud800, a
+    noncharacter as \\uffff. A label, an op's or a scope's name is anyone's text."""
+    return re.sub("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]", lambda match: ascii(match.group())[1:-1], str(text))
 
 
 # ---- rendering ------------------------------------------------------------------------
-def _find_renderer():
+def find_renderer():
     """`dot` when Graphviz is installed, else graphviz-pure: on the PATH, or beside this Python
     (a virtual environment's bin/ is on the PATH only while it is activated)."""
     beside_python = os.pathsep.join([sysconfig.get_path("scripts"), os.path.dirname(sys.executable)])
@@ -303,9 +289,9 @@ def _find_renderer():
             or shutil.which("graphviz-pure", path=beside_python))
 
 
-def _render(source, format):
+def render(source, format):
     """The picture as bytes, made by `dot` or graphviz-pure (same flags) from the DOT source."""
-    renderer = _find_renderer()
+    renderer = find_renderer()
     if renderer is None:
         raise RuntimeError(NO_RENDERER)
     done = subprocess.run([renderer, f"-T{format}"], input=source.encode("utf-8"), capture_output=True)

@@ -22,7 +22,9 @@ skeleton explore.html with its script explore.js and its style explore.css (pack
 beside this file). Nothing in the page is fetched: the SVG, the script and the style are
 inline, and a Content-Security-Policy lets the browser run that script and that style only
 (by their hashes) and load nothing. The data goes in as JSON with <, > and & escaped, and
-the script puts every label in with textContent, so no label can become markup.
+the script puts every label in with textContent, so no label can become markup; a character
+no page can hold (a NUL, a lone surrogate, a control character) is written as its escape,
+\\x00, as the drawing writes it (draw._shown).
 
 Scripting contract (the tests drive the page through it): window.explorer has `steps` (the
 number of op nodes), `step` (0 = before backward, `steps` = done), `go(k)`, `current()` ->
@@ -43,7 +45,8 @@ from pathlib import Path
 import numpy as np
 
 from . import autograd, draw
-from .trace import _name, local_derivative
+from . import names as naming   # what the trace and the drawing call each node too
+from .trace import local_derivative
 
 SHOWN = 64        # a tensor of up to 64 numbers is shown whole; a bigger one as a summary and a heatmap
 KEPT = 4096       # a gradient of up to 4096 numbers is kept whole in the page, for grad(order)
@@ -91,12 +94,12 @@ class Explorer:
 
 def _problem(root, order):
     """What the page cannot show about this graph, and how to get it; None when it shows all."""
-    name = root.label or "loss"
+    name = draw._shown(root.label or "loss")
     if root.grad is None:
         return (f"this page was made before backward, so there are no gradients to show yet: it steps "
                 f"through the order backward will take. Run {name}.backward(retain_graph=True), then make "
                 "the page again.")
-    if any(node._parents and node._vjps is None for node in order):
+    if any(node.parents and node.vjps is None for node in order):
         return ("this page was made after a backward() that freed the graph (its saved values are gone), so "
                 "it cannot show each edge's local derivative and contribution, only each gradient once it "
                 f"is complete. Run the forward again, call {name}.backward(retain_graph=True), then make "
@@ -108,16 +111,18 @@ def _page(root, order, problem, draw_options):
     """The HTML page: the skeleton with the drawing, the data, the script and the style."""
     source = draw.draw_graph(root, order=True, **draw_options).source   # first: a graph too big is refused here
     number = {id(node): n for n, node in enumerate(order, 1)}
-    names = {id(node): _name(node) for node in order}
+    # each text a user gave (a label, a scope), as the drawing shows it
+    names = {id(node): draw._shown(naming.name(node)) for node in order}
     steps, sums = _steps(order, number, problem)
     data = {"title": f"backward from {names[id(root)]}", "problem": problem,
             "notes": _differences(order, names, sums) if problem is None else [],
             "seed": None if root.grad is None else _view(root.grad, whole=True),
-            "nodes": [{"order": number[id(node)], "name": names[id(node)], "op": node._op, "label": node.label,
+            "nodes": [{"order": number[id(node)], "name": names[id(node)], "op": node.op and draw._shown(node.op),
+                       "label": node.label and draw._shown(node.label),
                        "shape": list(node.shape), "dtype": str(node.dtype), "value": _view(node.data),
                        "drawn": drawn} for node, drawn in zip(order, _drawn(root, order, number, draw_options))],
             "steps": steps}
-    svg = draw._render(source, "svg").decode("utf-8")
+    svg = draw.render(source, "svg").decode("utf-8")
     script, style = (resources.files(__package__).joinpath(name).read_text("utf-8")
                      for name in ("explore.js", "explore.css"))
     fill = {"title": html.escape(data["title"]), "svg": svg[svg.index("<svg"):], "script": script,
@@ -131,20 +136,21 @@ def _page(root, order, problem, draw_options):
 def _steps(order, number, problem):
     """One step per op node, in backward order: its inputs with the rule, the local derivative,
     the contribution and the input's gradient after it. Returns (steps, the gradients summed)."""
-    edges = [(node, index) for node in order for index, parent in enumerate(node._parents) if parent.requires_grad]
-    last = {id(node._parents[index]): (node, index) for node, index in edges}   # the edge that completes a gradient
+    edges = [(node, index) for node in order for index, parent in enumerate(node.parents) if parent.requires_grad]
+    last = {id(node.parents[index]): (node, index) for node, index in edges}   # the edge that completes a gradient
     sums = {id(order[0]): order[0].grad}   # the root's gradient starts backward
     steps = []
     for node in order:
-        if not node._parents:
+        if not node.parents:
             continue
         upstream = sums.get(id(node))   # complete: every op that uses this node came before it
         if problem is None:
-            contributions = autograd.input_gradients(node._vjps, node._parents, upstream)
+            contributions = autograd.input_gradients(node.vjps, node.parents, upstream)
         inputs = []
-        for index, parent in enumerate(node._parents):
-            edge = {"order": number.get(id(parent)), "name": _name(parent),
-                    "shape": list(parent.shape), "rule": node._rules[index] if node._rules else None,
+        for index, parent in enumerate(node.parents):
+            edge = {"order": number.get(id(parent)), "name": draw._shown(naming.name(parent)),
+                    "shape": list(parent.shape),
+                    "rule": draw._shown(node.rules[index]) if node.rules and node.rules[index] else None,
                     "local": None, "contribution": None, "after": None}
             inputs.append(edge)
             if not parent.requires_grad:
@@ -156,7 +162,8 @@ def _steps(order, number, problem):
             kind, derivative = _local_derivative(node, index)
             contribution = autograd.dense(contributions[index], parent.shape, parent.dtype).astype(parent.dtype)
             first = id(parent) not in sums
-            sums[id(parent)] = contribution if first else np.asarray(sums[id(parent)] + contribution)   # input.grad += ...
+            # input.grad += ..., as an array (numpy adds two 0-d arrays into a scalar)
+            sums[id(parent)] = contribution if first else np.asarray(sums[id(parent)] + contribution)
             edge.update(local=None if kind is None else {"kind": kind, "view": _view(derivative)},
                         contribution="same" if first else _view(contribution),
                         after=_view(sums[id(parent)], whole=True))
@@ -168,8 +175,8 @@ def _local_derivative(node, index):
     """d node / d input `index`, as the trace measures it (trace.local_derivative). Beyond the
     trace's Jacobian limit, an input of the output's shape is probed: when the vjp of a
     random g is g times the vjp of ones, the op acts elementwise and that is its derivative."""
-    vjp = lambda g: autograd.input_gradients(node._vjps, node._parents, g)[index]
-    x = node._parents[index]
+    vjp = lambda g: autograd.input_gradients(node.vjps, node.parents, g)[index]
+    x = node.parents[index]
     kind, derivative = local_derivative(vjp, node.data, x.data)
     if kind is None and node.shape == x.shape:
         g = np.random.default_rng(0).uniform(0.5, 1.5, node.shape).astype(node.dtype)

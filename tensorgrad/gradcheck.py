@@ -101,7 +101,7 @@ def _blame(loss, record, scalar_output, inputs, eps, atol, rtol, rng):
     module's docstring says how), or saying why none can be named."""
     order = backward_order(loss)
     made = {id(out): k for k, (_, out, _) in enumerate(record.made)}
-    users = lambda x: [node for node in order if any(p is x for p in node._parents)]   # x's consumers
+    users = lambda x: [node for node in order if any(p is x for p in node.parents)]   # x's consumers
 
     def rerun(x, delta, hold=()):
         """The Replay of fn run again with x's data moved by delta and each tensor in `hold`
@@ -151,15 +151,16 @@ def _check_edge(node, x, rerun, made, eps, atol, rtol, rng):
     """'' when the gradient that node's vjp sends to its input x matches finite differences
     of node alone (x moved, node's other inputs held at their data): along a random
     direction, then, where that disagrees, element by element for the report."""
-    sent = input_gradients(node._vjps, node._parents, _grad(node))
-    analytic = sum(dense(g, x.shape, x.dtype) for p, g in zip(node._parents, sent) if p is x)
-    hold = [p for p in node._parents if p is not x and id(p) in made]
-    where = (f"op {describe(node)}: its vjp for operand {', '.join(str(k) for k, p in enumerate(node._parents) if p is x)}"
+    sent = input_gradients(node.vjps, node.parents, _grad(node))
+    analytic = sum(dense(g, x.shape, x.dtype) for p, g in zip(node.parents, sent) if p is x)
+    hold = [p for p in node.parents if p is not x and id(p) in made]
+    operands = ', '.join(str(k) for k, p in enumerate(node.parents) if p is x)
+    where = (f"op {describe(node)}: its vjp for operand {operands}"
              + (f" ({x.label!r})" if x.label else ""))
 
     def along(step):   # d Σ(node.grad · node's output) along step/eps; None if another operand moved too
         (_, above, inputs), (_, below, _) = (rerun(x, s, hold).made[made[id(node)]] for s in (step, -step))
-        if any(p is not x and not np.array_equal(p.data, q.data) for p, q in zip(node._parents, inputs)):
+        if any(p is not x and not np.array_equal(p.data, q.data) for p, q in zip(node.parents, inputs)):
             return None
         return np.sum(_grad(node) * (above.data - below.data)) / (2 * eps)
 

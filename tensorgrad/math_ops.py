@@ -20,14 +20,14 @@ __all__ = ["sin", "cos", "clip", "clamp", "var", "std", "cumsum", "logsumexp", "
 def sin(x):
     data = x.data
     return make_op("sin", np.sin(data), (x,), vjps=(lambda g: g * np.cos(data),),
-                   rules=("d(sin x)/dx = cos x",), fresh=True)
+                   rules=("d(sin x)/dx = cos x",))
 
 
 @_floating
 def cos(x):
     data = x.data
     return make_op("cos", np.cos(data), (x,), vjps=(lambda g: -g * np.sin(data),),
-                   rules=("d(cos x)/dx = -sin x",), fresh=True)
+                   rules=("d(cos x)/dx = -sin x",))
 
 
 def clip(x, min=None, max=None):
@@ -47,7 +47,7 @@ def clip(x, min=None, max=None):
         inside &= x.data <= hi.data
     out = np.clip(x.data, None if lo is None else lo.data, None if hi is None else hi.data).astype(dtype)
     return make_op("clip", out, (x,), vjps=(lambda g: g * inside,),
-                   rules=("d clip(x)/dx = 1 where min ≤ x ≤ max, else 0",), fresh=True)
+                   rules=("d clip(x)/dx = 1 where min ≤ x ≤ max, else 0",))
 
 
 clamp = clip
@@ -74,7 +74,7 @@ def var(x, axis=None, keepdims=False, ddof=0):
         scale = np.float64(2) / (n - ddof)
     # d/dx_i Σ_j (x_j - m)² / (n - ddof) = 2(x_i - m)/(n - ddof): the terms through m sum to 0
     return make_op("var", variance.astype(x.dtype), (x,), vjps=(lambda g: _keep(g, axes, keepdims) * centred * scale,),
-                   rules=("d var(x)/dx_i = 2(x_i - mean)/(n - ddof)",), fresh=True)
+                   rules=("d var(x)/dx_i = 2(x_i - mean)/(n - ddof)",))
 
 
 @_floating
@@ -92,7 +92,7 @@ def std(x, axis=None, keepdims=False, ddof=0):
         with np.errstate(divide="ignore", invalid="ignore"):
             return _keep(g, axes, keepdims) * np.where(sd == 0, 0, centred / ((n - ddof) * sd))
     return make_op("std", sd if keepdims else sd.squeeze(axes), (x,), vjps=(vjp,),
-                   rules=("d std(x)/dx_i = (x_i - mean)/((n - ddof)·std), 0 where std = 0",), fresh=True)
+                   rules=("d std(x)/dx_i = (x_i - mean)/((n - ddof)·std), 0 where std = 0",))
 
 
 def _count(x, axis):
@@ -137,7 +137,7 @@ def logsumexp(x, axis=None, keepdims=False):
     data = x.data
     return make_op("logsumexp", out if keepdims else out.squeeze(axes), (x,),
                    vjps=(lambda g: _keep(g, axes, keepdims) * np.exp(data - out),),
-                   rules=("d logsumexp(x)/dx_i = e^x_i / Σ_j e^x_j = softmax(x)_i",), fresh=True)
+                   rules=("d logsumexp(x)/dx_i = e^x_i / Σ_j e^x_j = softmax(x)_i",))
 
 
 @torch_names

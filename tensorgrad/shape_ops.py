@@ -76,7 +76,7 @@ def _triangle(op, keep, x, k, where):
         raise ValueError(f"{op}: needs a tensor of at least 2 axes (a matrix, or a batch of them), "
                          f"got shape {x.shape}")
     return make_op(op, keep(x.data, k), (x,), vjps=(lambda g: keep(g, k),),
-                   rules=(f"d {op}(x)/dx = 1 {where} diagonal {k}, else 0",), fresh=True)
+                   rules=(f"d {op}(x)/dx = 1 {where} diagonal {k}, else 0",))
 
 
 @torch_names

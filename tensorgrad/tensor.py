@@ -29,6 +29,7 @@ import numpy as np
 from . import autograd, threads
 from .autograd import modes
 from .pytorch import torch_names
+from .trace import trace_backward
 
 DEFAULT_FLOAT = np.float32
 _RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}   # PyTorch's kinds: bool < integer < float < complex
@@ -67,7 +68,7 @@ class Tensor:
     for an op's output: the op's name, its inputs and their vjps."""
 
     __slots__ = ("data", "grad", "requires_grad", "label", "_op", "_parents", "_vjps", "_rules",
-                 "_fresh", "_scope", "__weakref__")
+                 "_scope", "__weakref__")
     __array_ufunc__ = None  # `ndarray + Tensor` calls Tensor.__radd__ instead of looping in numpy
     __hash__ = object.__hash__  # == compares elementwise, so hash by identity
 
@@ -85,7 +86,6 @@ class Tensor:
         self._parents = ()    # the op's input tensors, in order
         self._vjps = None     # one function per input: dL/d(out) -> dL/d(input); or one for all
         self._rules = None    # the local derivative of each input, as a formula (text)
-        self._fresh = False   # True: the vjps return new arrays that nothing else holds
         self._scope = ()      # the scope() names open when the op ran
 
     # ---- attributes -------------------------------------------------------------------
@@ -94,8 +94,12 @@ class Tensor:
     dtype = property(lambda self: self.data.dtype)
     size = property(lambda self: self.data.size)
     op = property(lambda self: self._op, doc="name of the op that made this tensor; None for a leaf")
+    parents = property(lambda self: self._parents, doc="the op's input tensors, in order; () for a leaf")
+    vjps = property(lambda self: self._vjps,
+                    doc="the op's vjps (one per input, or one for all), None for a leaf or once backward freed them")
     rules = property(lambda self: self._rules,
                      doc="the op's local-derivative rule for each input (text), or None")
+    scope = property(lambda self: self._scope, doc="the scope() names open when the op ran, outermost first")
 
     device = property(lambda self: "cpu", doc="where the data lives: the CPU (numpy arrays)")
 
@@ -174,7 +178,6 @@ class Tensor:
         trace=True prints the chain rule at every node as backward applies it;
         intermediate_grads=False keeps only the leaves' gradients (less memory)."""
         if trace:
-            from .trace import trace_backward
             return trace_backward(self, grad, retain_graph, intermediate_grads=intermediate_grads)
         autograd.backward(self, grad, retain_graph, intermediate_grads)
 
@@ -209,7 +212,7 @@ class Tensor:
         a, b = self.data, other.data
         return make_op("mul", _broadcasting("mul", np.multiply, self, other), (self, other),
                        vjps=(lambda g: g * b, lambda g: g * a),
-                       rules=("d(a·b)/da = b", "d(a·b)/db = a"), fresh=True)
+                       rules=("d(a·b)/da = b", "d(a·b)/db = a"))
 
     def __truediv__(self, other):
         other = self._lift(other)
@@ -218,7 +221,7 @@ class Tensor:
         out = _broadcasting("div", np.divide, self, other, floats)
         return make_op("div", out, (self, other),
                        vjps=(lambda g: g / b, lambda g: -g * out / b),   # a/b², as (a/b)/b: b² may underflow
-                       rules=("d(a/b)/da = 1/b", "d(a/b)/db = -a/b²"), fresh=True)
+                       rules=("d(a/b)/da = 1/b", "d(a/b)/db = -a/b²"))
 
     def __pow__(self, exponent):
         exponent = self._lift(exponent)
@@ -237,11 +240,10 @@ class Tensor:
         # d/da is taken as 0 where b = 0 (a^0 = 1 is constant, even at a = 0)
         return make_op("pow", out, (self, exponent),
                        vjps=(lambda g: g * np.where(b == 0, 0, b * a ** (b - 1)), grad_exponent),
-                       rules=("d(a^b)/da = b·a^(b-1)", "d(a^b)/db = a^b·ln(a)"), fresh=True)
+                       rules=("d(a^b)/da = b·a^(b-1)", "d(a^b)/db = a^b·ln(a)"))
 
     def __neg__(self):
-        return make_op("neg", -self.data, (self,), vjps=(lambda g: -g,), rules=("d(-a)/da = -1",),
-                       fresh=True)
+        return make_op("neg", -self.data, (self,), vjps=(lambda g: -g,), rules=("d(-a)/da = -1",))
 
     def __matmul__(self, other):
         """Batched matmul like np.matmul: (..., n, k) @ (..., k, m) -> (..., n, m);
@@ -265,7 +267,8 @@ class Tensor:
         def grad_b(g):   # summed over the batch axes b was broadcast along
             g = g.reshape(out_shape)
             if b.ndim == 2 and a.ndim > 2:  # b met every row of a's batch: one 2-d matmul sums them
-                grad = a.reshape(math.prod(a.shape[:-1]), a.shape[-1]).T @ g.reshape(math.prod(g.shape[:-1]), g.shape[-1])
+                rows = math.prod(a.shape[:-1])   # every row of every batch
+                grad = a.reshape(rows, a.shape[-1]).T @ g.reshape(rows, g.shape[-1])
             else:
                 grad = np.swapaxes(a, -1, -2) @ g
             return grad[..., 0] if other.ndim == 1 else grad
@@ -275,7 +278,7 @@ class Tensor:
         if other.ndim == 1:
             out = out[..., 0]
         return make_op("matmul", out, (self, other), vjps=(grad_a, grad_b),
-                       rules=("dL/da = g @ bᵀ", "dL/db = aᵀ @ g"), fresh=True)
+                       rules=("dL/da = g @ bᵀ", "dL/db = aᵀ @ g"))
 
     def __radd__(self, other):
         return self._lift(other) + self
@@ -349,47 +352,45 @@ class Tensor:
             winners = (x == best).astype(x.dtype)
             return _keep(g, axes, keepdims) * winners / winners.sum(axis=axes, keepdims=True)
         return make_op(op, best if keepdims else best.squeeze(axes), (self,), vjps=(vjp,),
-                       rules=(f"d({op} x)/dx_i = 1 where x_i is the {op} (ties share it), else 0",),
-                       fresh=True)
+                       rules=(f"d({op} x)/dx_i = 1 where x_i is the {op} (ties share it), else 0",))
 
     # ---- elementwise functions ----------------------------------------------------------
     @_floating
     def exp(self):
         out = np.exp(self.data)
-        return make_op("exp", out, (self,), vjps=(lambda g: g * out,), rules=("d(e^x)/dx = e^x",), fresh=True)
+        return make_op("exp", out, (self,), vjps=(lambda g: g * out,), rules=("d(e^x)/dx = e^x",))
 
     @_floating
     def log(self):
         x = self.data
-        return make_op("log", np.log(x), (self,), vjps=(lambda g: g / x,), rules=("d(ln x)/dx = 1/x",), fresh=True)
+        return make_op("log", np.log(x), (self,), vjps=(lambda g: g / x,), rules=("d(ln x)/dx = 1/x",))
 
     @_floating
     def sqrt(self):
         out = np.sqrt(self.data)
-        return make_op("sqrt", out, (self,), vjps=(lambda g: g / (2 * out),), rules=("d(√x)/dx = 1/(2√x)",),
-                       fresh=True)
+        return make_op("sqrt", out, (self,), vjps=(lambda g: g / (2 * out),), rules=("d(√x)/dx = 1/(2√x)",))
 
     def abs(self):
         x = self.data
         return make_op("abs", np.abs(x), (self,), vjps=(lambda g: g * np.sign(np.where(np.isnan(x), 0, x)),),
-                       rules=("d|x|/dx = sign(x), 0 at 0",), fresh=True)   # and 0 at nan, as PyTorch
+                       rules=("d|x|/dx = sign(x), 0 at 0",))   # and 0 at nan, as PyTorch
 
     @_floating
     def tanh(self):
         out = np.tanh(self.data)
         return make_op("tanh", out, (self,), vjps=(lambda g: g * (1 - out * out),),
-                       rules=("d(tanh x)/dx = 1 - tanh²(x)",), fresh=True)
+                       rules=("d(tanh x)/dx = 1 - tanh²(x)",))
 
     @_floating
     def sigmoid(self):
         out = 0.5 * (1 + np.tanh(0.5 * self.data))   # = 1/(1+e^-x), without overflow in e^-x
         return make_op("sigmoid", out, (self,), vjps=(lambda g: g * out * (1 - out),),
-                       rules=("dσ(x)/dx = σ(x)·(1 - σ(x))",), fresh=True)
+                       rules=("dσ(x)/dx = σ(x)·(1 - σ(x))",))
 
     def relu(self):
         x = self.data
         return make_op("relu", np.maximum(x, 0), (self,), vjps=(lambda g: g * ~(x <= 0),),   # 1 at nan, as PyTorch
-                       rules=("d relu(x)/dx = 1 if x > 0, else 0",), fresh=True)
+                       rules=("d relu(x)/dx = 1 if x > 0, else 0",))
 
     @_floating
     def gelu(self):
@@ -432,7 +433,7 @@ class Tensor:
             grad = np.empty_like(x)
             threads.by_rows(backward, *map(threads.rows, (x, buf, g, grad)))
             return grad
-        return make_op("gelu", out, (self,), vjps=(vjp,), fresh=True,
+        return make_op("gelu", out, (self,), vjps=(vjp,),
                        rules=("d gelu(x)/dx = (1+t)/2 + x/2·(1-t²)·c·(1+3k·x²), t = tanh(c·(x + k·x³))",))
 
     @_floating
@@ -450,7 +451,7 @@ class Tensor:
         s = e / e.sum(axis=axis, keepdims=True)
         # d s_i / d x_j = s_i (delta_ij - s_j)  =>  vjp: s·(g - Σ_j g_j s_j)
         return make_op("softmax", s, (self,), vjps=(lambda g: s * (g - (g * s).sum(axis=axis, keepdims=True)),),
-                       rules=("dL/dx = s·(g - Σ_j g_j·s_j), s = softmax(x)",), fresh=True)
+                       rules=("dL/dx = s·(g - Σ_j g_j·s_j), s = softmax(x)",))
 
     @_floating
     @torch_names
@@ -466,7 +467,7 @@ class Tensor:
         # d out_i / d x_j = delta_ij - softmax_j  =>  vjp: g - softmax·Σ_i g_i
         return make_op("log_softmax", out, (self,),
                        vjps=(lambda g: g - np.exp(out) * g.sum(axis=axis, keepdims=True),),
-                       rules=("dL/dx = g - softmax(x)·Σ_i g_i",), fresh=True)
+                       rules=("dL/dx = g - softmax(x)·Σ_i g_i",))
 
     # ---- shape and indexing: these move values, so their vjps move gradients back --------
     def reshape(self, *shape):
@@ -484,7 +485,8 @@ class Tensor:
         """Permute axes like np.transpose; no axes reverses them."""
         axes = _shape_arg(axes) or tuple(reversed(range(self.ndim)))
         if len(axes) != self.ndim or len({a % max(self.ndim, 1) for a in axes}) < self.ndim:
-            swap = f"; to swap two axes, as PyTorch's transpose(a, b) does, use swapaxes{axes}" if len(axes) == 2 else ""
+            swap = (f"; to swap two axes, as PyTorch's transpose(a, b) does, use swapaxes{axes}"
+                    if len(axes) == 2 else "")
             raise ValueError(f"transpose: axes {axes} are not a permutation of the {self.ndim} axes "
                              f"of a tensor of shape {self.shape}{swap}")
         positive = _axes("transpose", axes, self.ndim)   # each axis in range
@@ -541,10 +543,10 @@ class Tensor:
                              f"tensor's shape {self.shape}")
         out = np.where(mask, np.asarray(value, self.dtype), self.data)
         return make_op("masked_fill", out, (self,), vjps=(lambda g: np.where(mask, 0, g),),
-                       rules=("d/dx = 0 where filled (no longer x), 1 elsewhere",), fresh=True)
+                       rules=("d/dx = 0 where filled (no longer x), 1 elsewhere",))
 
 
-def make_op(op, data, inputs, vjps, rules=None, fresh=False):
+def make_op(op, data, inputs, vjps, rules=None):
     """The Tensor that op `op` computed from `inputs`: how every op joins the graph, and
     how new ops are made (nn's fused layers, a learner's own).
 
@@ -555,14 +557,10 @@ def make_op(op, data, inputs, vjps, rules=None, fresh=False):
         none). A gradient comes in the input's shape, or in the shape the input was
         broadcast to (backward sums it down); any other shape is an error. A vjp may
         return g itself, a view, or an autograd.Scatter (as getitem's does), but must not
-        write into g, which may be shared: g comes read-only, and a write is an error
-        naming the op.
+        write into g, which may be shared, nor into what the forward saved: both come
+        read-only, and a write is an error naming the op.
     rules: the local derivative for each input, as a formula ("d(a·b)/da = b"); the
         chain-rule trace and the explorer page show it.
-    fresh: True promises that every gradient the vjps return is a new array that nothing
-        else holds (not one array for two inputs, nor one the op keeps), so backward may
-        keep it and add into it in place. g or a view of it, handed back, is read-only:
-        backward takes it as shared, fresh or not.
     Without grad mode, or when no input needs a gradient, no graph is kept.
     """
     if type(data) is not np.ndarray:
@@ -570,18 +568,15 @@ def make_op(op, data, inputs, vjps, rules=None, fresh=False):
     if modes.anomaly:
         autograd.check_finite(op, data, "the output (forward)", inputs)
     out = Tensor.__new__(Tensor)
-    out.data, out.grad, out.label, out._scope = data, None, None, modes.scope
-    needs_grad = False
-    if modes.grad_enabled:
-        for t in inputs:
-            if t.requires_grad:
-                needs_grad = True
-                break
-    if needs_grad:
-        out.requires_grad, out._op, out._parents, out._vjps = True, op, tuple(inputs), vjps
-        out._rules, out._fresh = rules, fresh
+    out.data = data
+    out.grad = None
+    out.label = None
+    out._scope = modes.scope
+    out.requires_grad = modes.grad_enabled and any(t.requires_grad for t in inputs)
+    if out.requires_grad:   # remember how it was made, for backward
+        out._op, out._parents, out._vjps, out._rules = op, tuple(inputs), vjps, rules
     else:
-        out.requires_grad, out._op, out._parents, out._vjps, out._rules, out._fresh = False, None, (), None, None, False
+        out._op, out._parents, out._vjps, out._rules = None, (), None, None
     if modes.replay is not None:   # gradcheck re-running a function (see gradcheck.py)
         modes.replay(op, out, inputs)
     return out
@@ -629,7 +624,7 @@ def where(condition, a, b):
     dtype = _result_dtype(a, b)
     return make_op("where", np.where(condition, a.data.astype(dtype), b.data.astype(dtype)), (a, b),
                    vjps=(lambda g: np.where(condition, g, 0), lambda g: np.where(condition, 0, g)),
-                   rules=("d/da = 1 where condition, else 0", "d/db = 1 where not condition, else 0"), fresh=True)
+                   rules=("d/da = 1 where condition, else 0", "d/db = 1 where not condition, else 0"))
 
 
 def maximum(a, b):
@@ -648,7 +643,7 @@ def pick_elementwise(op, pick, beaten, a, b, rules):
     tie = 0.5 * (a.data == b.data)
     a_share = (1 - tie - beaten(a.data, b.data)).astype(out.dtype)
     b_share = (1 - tie - beaten(b.data, a.data)).astype(out.dtype)
-    return make_op(op, out, (a, b), vjps=(lambda g: g * a_share, lambda g: g * b_share), rules=rules, fresh=True)
+    return make_op(op, out, (a, b), vjps=(lambda g: g * a_share, lambda g: g * b_share), rules=rules)
 
 
 # ---- helpers --------------------------------------------------------------------------

@@ -11,21 +11,15 @@ backward computes. For tensors it is a Jacobian (shown elementwise when it is di
 
 The trace wraps each node's vjps in a printing one and runs the ordinary backward.
 """
-import os
 import sys
 
 import numpy as np
 
 from . import autograd
+from . import names
 
 JACOBIAN_LIMIT = 256   # print a Jacobian up to this many entries
 NODE_LIMIT = 200       # a trace is for small graphs: stop printing after this many nodes
-DEPTH = 3              # a node's name spells out the ops of its scope this many deep, then "…"
-# ops that names write as math on their inputs' names, each with its precedence (brackets go
-# around a weaker operand); any other op reads op(inputs)
-SYMBOLS = {"add": ("{} + {}", 1), "sub": ("{} - {}", 1), "mul": ("{} · {}", 2), "div": ("{} / {}", 2),
-           "matmul": ("{} @ {}", 2), "neg": ("-{}", 3), "pow": ("{}^{}", 4), "transpose": ("{}ᵀ", 5),
-           "getitem": ("{}[…]", 5)}
 
 
 def trace_backward(root, grad=None, retain_graph=False, file=None, intermediate_grads=True):
@@ -34,41 +28,41 @@ def trace_backward(root, grad=None, retain_graph=False, file=None, intermediate_
     order = autograd.backward_order(root)
     number = {id(node): i for i, node in enumerate(order, 1)}
     # a name with spaces in brackets: "(ln1 › x - mean).grad", not "ln1 › x - mean.grad"
-    name = lambda t: f"({_name(t)})" if " " in _name(t) else _name(t)
+    name = lambda t: f"({names.name(t)})" if " " in names.name(t) else names.name(t)
     printed = []   # the nodes printed so far
 
     def printing(node, vjps):
         """node's vjps as one backward that also prints what it sends to each input."""
         def backward_and_print(upstream):
-            gradients = autograd.input_gradients(vjps, node._parents, upstream)
+            gradients = autograd.input_gradients(vjps, node.parents, upstream)
             printed.append(node)
             if len(printed) == NODE_LIMIT + 1:
                 print(f"... (trace stops here: the graph has {len(order)} nodes)", file=file)
             if len(printed) <= NODE_LIMIT:
-                inputs = ", ".join(name(p) for p in node._parents)
-                print(f"[{number[id(node)]}] {name(node)} = {node._op}({inputs})    "
+                inputs = ", ".join(name(p) for p in node.parents)
+                print(f"[{number[id(node)]}] {name(node)} = {node.op}({inputs})    "
                       f"{name(node)}.grad = {_show(upstream)}", file=file)
-                for index, (parent, contribution) in enumerate(zip(node._parents, gradients)):
+                for index, (parent, contribution) in enumerate(zip(node.parents, gradients)):
                     if contribution is not None:
-                        local = lambda g, index=index: autograd.input_gradients(vjps, node._parents, g)[index]
+                        local = lambda g, index=index: autograd.input_gradients(vjps, node.parents, g)[index]
                         print("      " + _edge(name(node), name(parent), node, parent, local, contribution,
-                                               node._rules[index] if node._rules else None), file=file)
+                                               node.rules[index] if node.rules else None), file=file)
             return gradients
         return backward_and_print
 
     print(f"backward from {name(root)}: each input's grad += upstream grad × local derivative",
           file=file)
-    original = {id(node): node._vjps for node in order if node._parents}
+    original = {id(node): node.vjps for node in order if node.parents}
     for node in order:
-        if node._parents and node._vjps is not None:
-            node._vjps = printing(node, node._vjps)
+        if node.parents and node.vjps is not None:
+            node._vjps = printing(node, node.vjps)
     try:
         autograd.backward(root, grad, retain_graph, intermediate_grads)
     finally:
         for node in order:   # what backward did not free gets its own vjps back
-            if node._parents and node._vjps is not None:
+            if node.parents and node.vjps is not None:
                 node._vjps = original[id(node)]
-    leaves = [n for n in order if not n._parents]
+    leaves = [n for n in order if not n.parents]
     if leaves:
         print("leaves: " + ", ".join(f"[{number[id(n)]}] {name(n)}.grad = {_show(n.grad)}" for n in leaves),
               file=file)
@@ -79,7 +73,7 @@ def _edge(out_name, in_name, node, parent, vjp, contribution, rule):
     contribution = autograd.dense(contribution, parent.shape, parent.dtype)
     head = f"{in_name}.grad += {out_name}.grad"
     local = f"d{out_name}/d{in_name}"
-    rule = f"    [{node._op}: {rule}]" if rule else f"    [{node._op}: local derivative from its vjp]"
+    rule = f"    [{node.op}: {rule}]" if rule else f"    [{node.op}: local derivative from its vjp]"
     kind, derivative = local_derivative(vjp, node.data, parent.data)
     if kind is None:
         return (f"{head} × {local} (a {node.shape} -> {parent.shape} Jacobian, too big to print) "
@@ -118,52 +112,6 @@ def _jacobian(vjp, out, x):
         unit[i] = 1
         rows.append(autograd.dense(vjp(unit.reshape(out.shape)), x.shape, x.dtype).reshape(-1))
     return np.array(rows)
-
-
-def _name(t):
-    """What the trace, the drawing and the stepper page call a tensor: its label; without one,
-    an op's output is the scope it was made in, then the op written on its inputs as the math
-    reads ("ln1 › var + 1e-05", "attn.scores › q @ kᵀ", "ffn › 0.5 · fc(…) · (1 + tanh(…))"),
-    where an input made in a scope inside that one is named by it ("fc(…)"); a leaf is named by
-    its shape, a constant by its value."""
-    path = "" if t.label or not t._op else _dotted(t._scope)
-    return (f"{path} › " if path else "") + _math(t, t._scope if path else ())
-
-
-def _math(t, scope, depth=0, outer=None):
-    """t as it reads in the name of a node made inside `scope`. `outer`: (op, precedence, left?)
-    of the symbol t is an operand of, where t is bracketed unless it binds tighter or is the
-    left operand of the same op ("a - b - c", "a - (b - c)")."""
-    if t.label:
-        text, op, level = _inside(t.label, scope), None, 0 if " " in t.label else 9
-    elif not t._op:
-        return f"leaf{t.shape}" if t.requires_grad else f"{t.data.item():.4g}" if t.size == 1 else f"const{t.shape}"
-    # DEPTH ops deep, or made outside the node's scope: "…"; the output of a scope inside it: that scope's name
-    elif t._scope != scope or depth == DEPTH:
-        common = len(os.path.commonprefix([t._scope, scope]))
-        return "…" if common == len(t._scope) else _inside(_dotted(t._scope[:common + 1]), scope[:common]) + "(…)"
-    elif SYMBOLS.get(t._op, ("",))[0].count("{}") != len(t._parents):
-        return f"{t._op}({', '.join(_math(p, scope, depth + 1) for p in t._parents)})"
-    else:
-        (template, level), op = SYMBOLS[t._op], t._op
-        text = template.format(*(_math(p, scope, depth + 1, (op, level, i == 0)) for i, p in enumerate(t._parents)))
-    bracket = outer and (level < outer[1] or level == outer[1] and not (op == outer[0] and outer[2]))
-    return f"({text})" if bracket else text
-
-
-def _inside(name, scope):
-    """A dotted name as it reads inside `scope`: "weight" for "attn.qkv.weight" in attn.qkv."""
-    prefix = _dotted(scope) + "."
-    return name[len(prefix):] if scope and name.startswith(prefix) else name
-
-
-def _dotted(path):
-    """'h.0.attn' for the scope path ('h.0', 'attn'), and for ('h.0', 'h.0.attn') too, where
-    the scopes were opened with full dotted names."""
-    name = ""
-    for part in path:
-        name = part if not name or part.startswith(name + ".") else f"{name}.{part}"
-    return name
 
 
 def _show(value):

@@ -104,12 +104,12 @@ def test_two_runs_whose_out_share_a_stem_never_write_one_log(corpus, tmp_path):
 def test_each_output_has_a_lock_of_its_own_while_a_run_holds_them(corpus, tmp_path):
     out = tmp_path / "run.safetensors"
     config, _ = train.flags.parse_config(["--data", str(corpus), "--out", str(out)])
-    with train.run.claim_outputs(config):
+    with train.start.claim_outputs(config):
         assert sorted(name for name in os.listdir(tmp_path) if name.endswith(".lock")) == [
             "run.csv.lock", "run.health.csv.lock", "run.health.png.lock", "run.png.lock", "run.safetensors.lock"]
         other, _ = train.flags.parse_config(["--data", str(corpus), "--out", str(tmp_path / "run.health.safetensors")])
-        with pytest.raises(train.run.JobError, match=rf"its loss log {re.escape(str(tmp_path))}/run.health.csv is busy"):
-            with train.run.claim_outputs(other):   # its loss log is the first run's health log
+        with pytest.raises(train.stops.JobError, match=rf"its loss log {re.escape(str(tmp_path))}/run.health.csv is busy"):
+            with train.start.claim_outputs(other):   # its loss log is the first run's health log
                 pass
         assert not (tmp_path / "run.health.safetensors.lock").exists()   # the locks it took are let go
     assert leftovers(tmp_path) == []
@@ -157,7 +157,7 @@ def test_a_run_state_rewritten_with_its_checksum_is_refused_naming_the_field(goo
     rewrite_metadata(good, change)
     before = files(good.parent)
     config, given = train.flags.parse_config(["--resume", "--out", str(good)])
-    checkpoint = train.run.load_checkpoint(config.out)
+    checkpoint = train.start.load_checkpoint(config.out)
     with pytest.raises(nn.CheckpointError) as refused:
         train.resume.resumed_config(config, given, checkpoint)
     assert f"{good}: cannot resume from it: its metadata's {message}" in str(refused.value)
@@ -248,7 +248,7 @@ def test_a_state_with_a_nan_is_never_written(corpus, tmp_path):
     before = state.out.read_bytes()
     state.stepped()
     optimizer.m[3][...] = np.inf
-    with pytest.raises(train.run.NonFinite, match=rf"step 1: optimizer/\S+ holds a nan or an inf .*: not written; "
+    with pytest.raises(train.stops.NonFinite, match=rf"step 1: optimizer/\S+ holds a nan or an inf .*: not written; "
                                                   rf"{re.escape(str(state.out))} keeps step 0, the last finite"):
         state.save()
     assert state.out.read_bytes() == before

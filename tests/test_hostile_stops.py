@@ -145,7 +145,7 @@ def test_a_stop_in_a_sample_drops_the_sample_at_once_and_raises_the_flag():
     """The mechanism: Interrupt.unless_stopped runs work that changes nothing, and a stop ends it
     where it is (SIGTERM is sent while the model generates)."""
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    interrupt = train.run.Interrupt()
+    interrupt = train.stops.Interrupt()
     try:
         nn.manual_seed(0)
         model = nn.GPT(5, 8, 1, 1, 4)
@@ -160,7 +160,7 @@ def test_a_stop_in_a_sample_drops_the_sample_at_once_and_raises_the_flag():
             assert interrupt.unless_stopped(generate) is None
             assert time.monotonic() - started < 5 and interrupt.signal == signal.SIGTERM and generated
             assert interrupt.unless_stopped(generate) is None and len(generated) == 1   # stopped: not begun again
-            with pytest.raises(train.run.Stopped):   # a second one quits at once, deferred or not
+            with pytest.raises(train.stops.Stopped):   # a second one quits at once, deferred or not
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(10)
     finally:

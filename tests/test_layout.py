@@ -1,6 +1,6 @@
 """The packages keep to their jobs: tensorgrad never imports nn, nn never imports the
 training package (train) and does no process, lock, signal or allocator work of its own,
-and no module of nn or train, and no demo, imports itself back in a cycle."""
+and no module of tensorgrad, nn or train, and no demo, imports itself back in a cycle."""
 import ast
 import subprocess
 import sys
@@ -54,7 +54,7 @@ def test_tensorgrad_never_imports_nn_and_nn_never_loads_train_at_run_time():
     assert done.stdout.strip() == "[]", done.stdout
 
 
-@pytest.mark.parametrize("package", ["nn", "train"])
+@pytest.mark.parametrize("package", ["tensorgrad", "nn", "train"])
 def test_no_module_imports_another_that_imports_it_back(package):
     own = {module_name(path): path for path in sources(package)}
     edges = {name: {other for other in imports(path) if other in own and other != name and other != package}
@@ -69,10 +69,12 @@ def test_no_module_imports_another_that_imports_it_back(package):
                 todo.extend(edges.get(name, ()))
 
 
-def test_the_demos_shared_module_imports_no_demo_and_the_main_job_imports_no_other_demo():
-    demos = {path.stem for path in (REPO / "demos").glob("*.py")}
-    assert not {name.split(".")[0] for name in imports(REPO / "demos" / "_common.py")} & demos
-    assert not {name.split(".")[0] for name in imports(REPO / "demos" / "train_chargpt.py")} & demos
+def test_the_demos_shared_modules_import_no_demo_and_the_main_job_imports_no_other_demo():
+    shared = sorted((REPO / "demos").glob("_*.py"))   # _common.py, and the modules it gathers
+    demos = {path.stem for path in (REPO / "demos").glob("*.py")} - {path.stem for path in shared}
+    assert len(shared) > 1
+    for path in shared + [REPO / "demos" / "train_chargpt.py"]:
+        assert not {name.split(".")[0] for name in imports(path)} & demos, path
 
 
 def test_the_main_script_reads_like_nanogpts_train_py():
@@ -82,6 +84,25 @@ def test_the_main_script_reads_like_nanogpts_train_py():
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.FunctionDef):
             assert node.end_lineno - node.lineno + 1 <= 70, f"{node.name} is over 70 lines"
+
+
+def test_the_gpts_settings_are_described_once():
+    """nn.GPTConfig's fields are nn.GPT's arguments (names, order, defaults), and the job's model
+    flags and a checkpoint's model_config are held to its checks."""
+    import dataclasses
+    import inspect
+
+    import nn
+    import train
+    arguments = inspect.signature(nn.GPT).parameters
+    fields = dataclasses.fields(nn.GPTConfig)
+    assert [f.name for f in fields] == list(arguments)
+    assert ({f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+            == {name: a.default for name, a in arguments.items() if a.default is not inspect.Parameter.empty})
+    assert nn.config.POSITIONS == nn.GPT.POSITIONS
+    assert train.flags.MODEL_FIELDS == ("n_layer", "n_head", "n_embd", "block_size", "dropout", "tie_weights")
+    for name in train.flags.MODEL_FIELDS:
+        assert train.flags.FIELDS[name].metadata["check"] is nn.config.CHECKS[name], name
 
 
 def test_the_optimizer_has_a_plain_step():

@@ -1,9 +1,10 @@
 """make_op cannot be misused into wrong gradients silently.
 
-A learner's vjp may hand g back (or a view of it) while promising fresh=True, or may write
-into g; either used to corrupt another tensor's gradient without a word. Now backward hands
-g to the vjps read-only: what comes back read-only is never taken for a new array, and a
-write into g raises, naming the op, the input and the rule.
+A learner's vjp may hand g back (or a view of it, or an array the forward saved), or may
+write into g; either used to corrupt another tensor's gradient without a word. Now backward
+hands g and what the forward saved to the vjps read-only: what comes back read-only is never
+taken for a new array (backward adds into new arrays only), and a write raises, naming the
+op, the input and the rule.
 """
 import contextlib
 
@@ -15,26 +16,25 @@ import tensorgrad as tg
 HINT = "a vjp must not write into g: it may be shared"
 
 
-def passing_through(x, vjp, fresh=True):
+def passing_through(x, vjp):
     """An op whose forward is x itself (as a new array) and whose backward is `vjp`."""
-    return tg.make_op("passing_through", x.data.copy(), (x,), vjps=(vjp,), fresh=fresh)
+    return tg.make_op("passing_through", x.data.copy(), (x,), vjps=(vjp,))
 
 
 @pytest.mark.parametrize("anomaly", [False, True])
-@pytest.mark.parametrize("fresh", [True, False])
-def test_a_vjp_returning_g_under_fresh_leaves_each_branch_its_own_gradient(fresh, anomaly):
+def test_a_vjp_returning_g_leaves_each_branch_its_own_gradient(anomaly):
     x = tg.tensor([1., 2.], requires_grad=True)
     with tg.detect_anomaly() if anomaly else contextlib.nullcontext():
-        first, second = passing_through(x, lambda g: g, fresh), passing_through(x, lambda g: g, fresh)
+        first, second = passing_through(x, lambda g: g), passing_through(x, lambda g: g)
         (first * 2 + second).sum().backward()
-    np.testing.assert_array_equal(first.grad, [2., 2.])   # was [3, 3] with fresh=True: x's sum added into it
+    np.testing.assert_array_equal(first.grad, [2., 2.])   # was [3, 3] when g was taken for new
     np.testing.assert_array_equal(second.grad, [1., 1.])
     np.testing.assert_array_equal(x.grad, [3., 3.])
 
 
 @pytest.mark.parametrize("view", [lambda g: g[...], lambda g: g.reshape(2, 3), lambda g: g.T.T,
                                   lambda g: g.reshape(3, 2).reshape(2, 3)], ids=["g[...]", "reshape", "T.T", "reshape-twice"])
-def test_a_vjp_returning_a_view_of_g_under_fresh_leaves_each_branch_its_own_gradient(view):
+def test_a_vjp_returning_a_view_of_g_leaves_each_branch_its_own_gradient(view):
     x = tg.tensor(np.arange(6.).reshape(2, 3), requires_grad=True)
     first, second = passing_through(x, view), passing_through(x, view)
     (first * 2 + second * 5).sum().backward()
@@ -43,7 +43,7 @@ def test_a_vjp_returning_a_view_of_g_under_fresh_leaves_each_branch_its_own_grad
     np.testing.assert_array_equal(x.grad, np.full((2, 3), 7.))
 
 
-def test_an_intermediate_fed_g_twice_under_fresh_keeps_the_branches_apart():
+def test_an_intermediate_fed_g_twice_keeps_the_branches_apart():
     x = tg.tensor([1., 2.], requires_grad=True)
     h = x * 1   # an intermediate: its gradient is summed here, then sent on to x
     first, second = passing_through(h, lambda g: g), passing_through(h, lambda g: g)
@@ -129,15 +129,16 @@ def test_a_vjps_own_value_error_passes_through_unchanged():
         passing_through(x, vjp).sum().backward()
 
 
-def test_a_new_array_from_a_fresh_op_is_still_kept_and_added_into_not_copied():
-    # the engine's speed: fresh=True lets backward keep what a vjp made and add into it
+def test_a_new_array_from_a_vjp_is_kept_and_added_into_not_copied():
+    # the engine's speed: what a vjp made (writable while the saved arrays were locked) is
+    # backward's own: it keeps it and adds into it
     x = tg.tensor([1., 2.], requires_grad=True)
     made = []
 
     def vjp(g):
         made.append(g * 2)
         return made[-1]
-    first, second = (tg.make_op("double", x.data * 2, (x,), vjps=(vjp,), fresh=True) for _ in range(2))
+    first, second = (tg.make_op("double", x.data * 2, (x,), vjps=(vjp,)) for _ in range(2))
     (first + second).sum().backward()
     assert x.grad is made[0]   # the first kept, the second added into it in place
     np.testing.assert_array_equal(x.grad, [4., 4.])
@@ -183,3 +184,16 @@ def test_a_vjp_writing_into_what_the_forward_saved_is_an_error_naming_the_op(ove
     np.testing.assert_array_equal(x.data, [1., 2.])
     assert x.data.flags.writeable and y.data.flags.writeable   # unlocked again
     x.data[0] = 3.   # a parameter's data stays the optimizer's to update
+
+
+def test_a_vjp_returning_an_array_the_forward_saved_never_has_it_added_into():
+    """`lambda g: slope` hands back the op's own saved array: it was read-only while the vjp
+    ran, so backward takes it as shared and makes a new array for the sum."""
+    x = tg.tensor([1., 2.], requires_grad=True)
+    slope = np.array([3., 4.])
+    first = tg.make_op("linear_in_x", x.data * slope, (x,), vjps=(lambda g: slope,))
+    second = tg.make_op("linear_in_x", x.data * slope, (x,), vjps=(lambda g: slope,))
+    (first + second).sum().backward(retain_graph=True)
+    np.testing.assert_array_equal(x.grad, [6., 8.])
+    np.testing.assert_array_equal(slope, [3., 4.])   # unchanged: the sum went into a new array
+    assert slope.flags.writeable   # and unlocked again

@@ -97,6 +97,36 @@ def test_sdpa_with_attention_dropout_equals_composed_version_with_the_same_mask(
         q, k, v, dropout_p=p, rng=np.random.default_rng(42)), *map(tg.Tensor, (q, k, v)))
 
 
+def test_a_row_far_below_its_heads_max_is_redone_with_its_own_max_not_lost_to_underflow():
+    """The fused softmax shifts a head's scores by the max of its whole (T, S) block; a row
+    far below that max would underflow to all zeros (then 0/0), so block_max_softmax makes
+    the scores again and shifts each row by its own max: the same weights as composed."""
+    q = np.array([[100.0], [-100.0]])             # scores (d = 1): [[1000, 900], [-1000, -900]]
+    k, v = np.array([[10.0], [9.0]]), np.array([[1.0, 0.0], [0.0, 1.0]])
+    up = rand(2, 2, seed=3)
+    fused = value_and_grads(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal=False), [q, k, v], up)
+    composed = value_and_grads(lambda q, k, v: composed_attention(q, k, v, causal=False)[0], [q, k, v], up)
+    for got, want in zip([fused[0], *fused[1]], [composed[0], *composed[1]]):
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+    calls = []
+
+    def make_scores():
+        calls.append(len(calls))
+        return q @ k.T
+    weights = nn.transformer.block_max_softmax(make_scores)
+    assert len(calls) == 2                        # made again, once
+    np.testing.assert_allclose(weights, [[1, np.exp(-100)], [np.exp(-100), 1]] / (1 + np.exp(-100)), rtol=1e-12)
+
+
+def test_the_model_file_holds_attention_and_functional_names_it_too():
+    """A learner finds attention in nn/transformer.py, beside the model that calls it;
+    F.scaled_dot_product_attention (PyTorch's spelling) is the same function."""
+    assert F.scaled_dot_product_attention is nn.transformer.scaled_dot_product_attention
+    assert F.future_positions is nn.transformer.future_positions
+    assert F.future_penalty is nn.transformer.future_penalty
+
+
 def test_sdpa_dropout_is_off_when_not_training():
     q, k, v = (tg.Tensor(rand(4, 3, seed=i)) for i in range(3))
     plain = F.scaled_dot_product_attention(q, k, v)

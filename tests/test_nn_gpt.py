@@ -126,6 +126,54 @@ def test_gpt_is_causal_changing_token_t_never_changes_logits_before_t():
         assert not np.allclose(logits[:, t], base[:, t])
 
 
+def test_gpt_forward_observes_each_blocks_insides_by_name_and_computes_the_same():
+    model = tiny().eval()
+    idx = tokens((2, 8))
+    logits = model(idx)[0].data
+    inside = {}
+    observed = model(idx, observe=inside)[0].data
+    np.testing.assert_array_equal(observed, logits)
+    assert list(inside) == ["h.0", "h.1"]
+    with tg.no_grad():   # TransformerBlock.forward, step by step, against what was observed
+        x = model.tok_emb(idx) + model.pos_emb(np.arange(8))
+        for name, block in zip(inside, model.h):
+            seen = inside[name]
+            assert set(seen) == {"attn", "gelu_input", "out"}
+            attended = block.attn(block.ln1(x))
+            np.testing.assert_array_equal(seen["attn"].data, attended.data)
+            x = x + attended
+            hidden = block.ffn.fc(block.ln2(x))
+            assert seen["gelu_input"].shape == (2, 8, 64)
+            np.testing.assert_array_equal(seen["gelu_input"].data, hidden.data)
+            x = x + block.ffn.proj(hidden.gelu())
+            np.testing.assert_array_equal(seen["out"].data, x.data)
+        np.testing.assert_array_equal(model.head(model.ln_f(x)).data, logits)
+
+
+def test_observing_leaves_the_loss_and_its_gradients_unchanged():
+    idx, targets = tokens((2, 8)), tokens((2, 8), seed=1)
+    grads = []
+    for observe in (None, {}):
+        model = tiny()
+        _, loss = model(idx, targets, observe=observe)
+        loss.backward()
+        grads.append([p.grad for p in model.parameters()])
+    for plain, observed in zip(*grads):
+        np.testing.assert_array_equal(plain, observed)
+
+
+def test_a_block_is_causal_by_default_and_with_causal_false_sees_every_position():
+    nn.manual_seed(0)
+    causal, open_ = nn.TransformerBlock(8, 2), nn.TransformerBlock(8, 2, causal=False)
+    assert causal.attn.causal and not open_.attn.causal
+    x = np.random.default_rng(0).standard_normal((1, 5, 8)).astype(np.float32)
+    later = x.copy()
+    later[:, -1] += 1                                  # only the last position changes
+    for block, sees_later in ((causal, False), (open_, True)):
+        first, changed = block(tg.Tensor(x)).data[:, 0], block(tg.Tensor(later)).data[:, 0]
+        assert (not np.array_equal(first, changed)) == sees_later
+
+
 def test_gpt_input_longer_than_block_size_is_a_clear_error():
     model = tiny(block_size=4)
     model(tokens((1, 4)))

@@ -101,6 +101,45 @@ def test_adamw_decay_is_decoupled_from_the_adaptive_step():
         np.testing.assert_allclose(p.data, want, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_the_tiled_in_place_adamw_is_the_textbook_update(weight_decay):
+    """nn.optim.AdamW (in place, in tiles of rows, the bias corrections folded into two
+    scalars) against adamw_step, the paper's four lines, step by step: 0-d, 1-d and 2-d
+    parameters, one of them large enough to be updated in several tiles."""
+    shapes = [(), (7,), (4, 3), (1200, 64)]
+    assert 1200 * 64 * 5 > tg.threads.TILE_ELEMENTS   # its five arrays (w, g, m, v, scratch): 2 tiles or more
+    rng = np.random.default_rng(0)
+    params = [nn.Parameter(rng.standard_normal(shape)) for shape in shapes]
+    textbook = [(p.data.copy(), np.zeros(p.shape), np.zeros(p.shape)) for p in params]   # (w, m, v)
+    opt = optim.AdamW(params, lr=0.01, betas=(0.9, 0.99), eps=1e-8, weight_decay=weight_decay)
+    assert opt.decays == [False, False, True, True]   # decided when built: ndim >= 2 decays
+    for t in range(1, 7):
+        grads = [rng.standard_normal(shape) for shape in shapes]
+        for p, g in zip(params, grads):
+            p.grad = g.copy()
+        opt.step()
+        textbook = [optim.adamw_step(w, g, m, v, t, 0.01, (0.9, 0.99), 1e-8, weight_decay if w.ndim >= 2 else 0.0)
+                    for (w, m, v), g in zip(textbook, grads)]
+        for i, (p, (w, m, v)) in enumerate(zip(params, textbook)):
+            np.testing.assert_allclose(p.data, w, rtol=1e-12, atol=1e-14, err_msg=f"step {t}, w of {shapes[i]}")
+            np.testing.assert_allclose(opt.m[i], m, rtol=1e-12, atol=1e-14, err_msg=f"step {t}, m of {shapes[i]}")
+            np.testing.assert_allclose(opt.v[i], v, rtol=1e-12, atol=1e-14, err_msg=f"step {t}, v of {shapes[i]}")
+
+
+def test_adamw_step_changes_none_of_the_arrays_it_is_given():
+    w, g, m, v = (np.full(3, x) for x in (1.0, 0.5, 0.1, 0.2))
+    new = optim.adamw_step(w, g, m, v, 1, 0.1, (0.9, 0.99), 1e-8, 0.1)
+    assert all(a is not b for a, b in zip(new, (w, m, v)))
+    for a, x in zip((w, g, m, v), (1.0, 0.5, 0.1, 0.2)):
+        np.testing.assert_array_equal(a, x)
+
+
+def test_adamw_decides_which_parameters_decay_when_it_is_built():
+    params = params64()
+    assert optim.AdamW(params).decays == [p.ndim >= 2 for p in params] == [True, False, True, False]
+    assert not hasattr(optim.Adam(params), "decays") and optim.Adam(params).decay(0) == 0.0
+
+
 def test_default_hyperparameters_follow_the_design():
     p = params64()
     adam, adamw = optim.Adam(p), optim.AdamW(p)
@@ -406,6 +445,50 @@ def test_optimizer_load_state_dict_mismatches_are_clear_errors_and_load_nothing(
         opt.load_state_dict(bad)
     after = opt.state_dict()
     assert all(np.array_equal(before[k], after[k]) for k in before)
+
+
+# ---- optimizer settings --------------------------------------------------------------------
+def test_settings_name_every_number_of_the_update_rule_as_it_is_now():
+    params = params64()
+    assert optim.SGD(params, lr=0.1, momentum=0.9).settings() == {"lr": 0.1, "momentum": 0.9}
+    assert optim.Adam(params, lr=0.01).settings() == {"lr": 0.01, "betas": (0.9, 0.999), "eps": 1e-8}
+    opt = optim.AdamW(params, lr=0.01, betas=[0.8, 0.9], weight_decay=0.1)
+    opt.lr = 0.005   # a schedule's change
+    assert opt.settings() == {"lr": 0.005, "betas": (0.8, 0.9), "eps": 1e-8, "weight_decay": 0.1}
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps, **s: optim.SGD(ps, **{"lr": 0.1, "momentum": 0.5, **s}),
+    lambda ps, **s: optim.Adam(ps, **{"lr": 0.01, **s}),
+    lambda ps, **s: optim.AdamW(ps, **{"lr": 0.01, "weight_decay": 0.1, **s}),
+], ids=["sgd", "adam", "adamw"])
+def test_load_settings_and_state_make_a_copy_that_steps_identically(make):
+    grads = grad_stream(6)
+    params = params64()
+    first = make(params)
+    run(first, params, grads[:2])
+    first.lr *= 0.5
+    restored = [nn.Parameter(p.data.copy()) for p in params]
+    copy = make(restored, lr=1.0)
+    copy.load_settings(first.settings())
+    copy.load_state_dict(first.state_dict())
+    assert copy.settings() == first.settings()
+    run(first, params, grads[2:])
+    run(copy, restored, grads[2:])
+    for a, b in zip(params, restored):
+        np.testing.assert_array_equal(a.data, b.data)
+
+
+def test_load_settings_checks_each_value_and_name_and_sets_nothing_when_one_is_wrong():
+    opt = optim.AdamW(params64(), lr=0.01, weight_decay=0.1)
+    before = opt.settings()
+    with pytest.raises(ValueError, match=r"AdamW: betas\[1\] must be in \[0, 1\)"):
+        opt.load_settings({"lr": 0.5, "betas": (0.9, 1.0)})
+    with pytest.raises(KeyError, match="AdamW has no setting \\['momentum'\\]"):
+        opt.load_settings({"lr": 0.5, "momentum": 0.9})
+    assert opt.settings() == before
+    opt.load_settings({"lr": 0.5})   # some of them: the rest stay
+    assert opt.settings() == {**before, "lr": 0.5}
 
 
 @pytest.mark.parametrize("make, setting", [

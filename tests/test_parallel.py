@@ -376,3 +376,63 @@ def test_shared_state_updated_group_by_group_trains_as_the_plain_step(make):
     for a, b in zip(split_params, params):
         np.testing.assert_array_equal(a.data, b.data)
     assert list(split.updates) == [4] * len(SHAPES)
+
+
+# ---- train.workers: the supervision DataParallel runs on, and a grader can ----------------------------
+def _square_server(connection):
+    train.workers.serve(connection, lambda message: message ** 2)
+
+
+def _start_a_sleeper(connection):
+    """Start a process (in this worker's group) that sleeps, say the pids, then wait to be ended."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    connection.send((os.getpid(), os.getpgrp(), child.pid))
+    connection.recv()
+
+
+def gone_within(pid, seconds=10):
+    deadline = time.monotonic() + seconds
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+def test_a_worker_answers_from_a_process_group_of_its_own_and_stops_when_asked():
+    worker = train.workers.Worker.start(_square_server)
+    try:
+        worker.send(7)
+        assert worker.connection.poll(30) and worker.receive() == 49
+        assert os.getpgid(worker.pid) == worker.pid != os.getpgrp()   # a group of its own: Ctrl-C reaches us alone
+    finally:
+        worker.stop()
+    assert worker.process.exitcode == 0 and worker.connection.closed   # it read None and returned
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to see the processes")
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_killing_a_worker_ends_what_it_started_and_says_how_it_died(method):
+    worker = train.workers.Worker.start(_start_a_sleeper, method=method)
+    try:
+        assert worker.connection.poll(60)
+        pid, group, child = worker.connection.recv()
+        assert pid == group == worker.pid
+    finally:
+        worker.kill()
+    assert gone_within(child), "the worker's own child outlived it"
+    assert str(worker.died()) == f"worker process {worker.pid} died (killed by signal 9 (SIGKILL))"
+    worker.kill()   # a second kill does nothing (the pid may be another process's by now)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to see the processes")
+def test_a_worker_leaves_ctrl_c_to_its_parent_and_sigterm_ends_its_group():
+    worker = train.workers.Worker.start(_start_a_sleeper)
+    try:
+        assert worker.connection.poll(30)
+        _, _, child = worker.connection.recv()
+        os.kill(worker.pid, signal.SIGINT)
+        time.sleep(0.3)
+        assert alive(worker.pid)
+        os.kill(worker.pid, signal.SIGTERM)
+        assert gone_within(worker.pid) and gone_within(child)
+    finally:
+        worker.kill()

@@ -7,42 +7,43 @@ by default) and reading them from the command line, every value checked as it is
 A bad flag is argparse's usage error: one line on stderr, exit status 2. A setting read from
 elsewhere (a checkpoint's, on --resume) is held to its flag's own check (setting), the
 settings to each other once all are known (combination_error), and --processes to the cores
-this job may use (within_cores).
+this job may use (within_cores). Every check is one of nn.checks', and the model's flags are
+nn.GPTConfig's fields, with its checks and help: a checkpoint's model_config is held to the same.
 """
 import argparse
-import math
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from nn import checks
+from nn.config import FIELDS as GPT_FIELDS
+
 from .outputs import OutputError, check_clashes, claimed
 
 
-def checked(convert, ok, expected):
-    """An argparse type: the flag's text through convert (int or float), refused unless
-    ok(value), with argparse's usage error (exit status 2): "argument --lr: must be a
-    finite number > 0, got nan". It keeps ok and expected, so a value read from elsewhere (a
-    checkpoint's settings) is held to the same check (setting)."""
+def checked(convert, check):
+    """An argparse type: the flag's text through convert (int or float), refused unless it
+    passes `check` (an nn.checks.Check), with argparse's usage error (exit status 2):
+    "argument --lr: must be a finite number > 0, got nan"."""
     def parse(text):
         try:
             value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {expected}, got {text!r}") from None
-        if not ok(value):
-            raise argparse.ArgumentTypeError(f"must be {expected}, got {text}")
+            raise argparse.ArgumentTypeError(f"must be {check.expected}, got {text!r}") from None
+        if not check(value):
+            raise argparse.ArgumentTypeError(f"must be {check.expected}, got {text}")
         return value
     parse.__name__ = convert.__name__   # argparse names the type in its messages and metavars
-    parse.ok, parse.expected = ok, expected
     return parse
 
 
-# the flags' kinds of number; nan fails every comparison, so it is refused by each
-COUNT = checked(int, lambda n: n >= 0, "a whole number >= 0")
-POSITIVE_COUNT = checked(int, lambda n: n >= 1, "a whole number >= 1")
-POSITIVE = checked(float, lambda v: 0 < v < math.inf, "a finite number > 0")
-NON_NEGATIVE = checked(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
-FRACTION = checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
-SEED = checked(int, lambda n: 0 <= n < 2**32, "a whole number from 0 to 2**32 - 1 (numpy's seed range)")
+# the kinds of number the job's and the demos' flags take (nan fails every comparison, so each refuses it)
+COUNT = checked(int, checks.COUNT)
+POSITIVE_COUNT = checked(int, checks.POSITIVE_COUNT)
+POSITIVE = checked(float, checks.POSITIVE)
+NON_NEGATIVE = checked(float, checks.NON_NEGATIVE)
+FRACTION = checked(float, checks.FRACTION)
+SEED = checked(int, checks.SEED)
 
 
 def cores():
@@ -54,10 +55,17 @@ def cores():
         return os.cpu_count() or 1
 
 
-def flag(default, help, kind=None):
-    """A Config field: its default, its --help text and the kind of value it takes (one of the
-    argparse types above, which refuse the rest; None: any value of the field's type)."""
-    return field(default=default, metadata={"help": help, "kind": kind})
+def flag(default, help, check):
+    """A Config field: its default, its --help text and the values it takes (an nn.checks.Check:
+    the command line's and a checkpoint's settings are held to it)."""
+    return field(default=default, metadata={"help": help, "check": check})
+
+
+def model_flag(name, default, note=""):
+    """A Config field that is nn.GPTConfig's field `name`, with its check and its help (and a
+    note of the job's own)."""
+    described = GPT_FIELDS[name].metadata
+    return flag(default, described["help"] + note, described["check"])
 
 
 @dataclass
@@ -66,46 +74,47 @@ class Config:
     configuration for shakespeare_char (its README's "baby GPT" on a MacBook)."""
     # data
     data: str = flag("shakespeare", "'shakespeare' (downloaded once, then cached) or the path of a "
-                                    "UTF-8 text file")
-    # model
-    n_layer: int = flag(4, "transformer blocks", POSITIVE_COUNT)
-    n_head: int = flag(4, "attention heads per block (they split n_embd)", POSITIVE_COUNT)
-    n_embd: int = flag(128, "embedding width (channels)", POSITIVE_COUNT)
-    block_size: int = flag(64, "context length in characters", POSITIVE_COUNT)
-    dropout: float = flag(0.0, "dropout probability in training", FRACTION)
-    tie_weights: bool = flag(False, "the head reuses the token embedding's table, as GPT-2 and nanoGPT do "
-                                    "(off by default: here the untied head reached the lower val loss)")
+                                    "UTF-8 text file", checks.TEXT)
+    # model: nn.GPTConfig's fields, nanoGPT's CPU sizes
+    n_layer: int = model_flag("n_layer", 4)
+    n_head: int = model_flag("n_head", 4)
+    n_embd: int = model_flag("n_embd", 128)
+    block_size: int = model_flag("block_size", 64)
+    dropout: float = model_flag("dropout", 0.0)
+    tie_weights: bool = model_flag("tie_weights", False, " (off by default: here the untied head reached the lower "
+                                                         "val loss)")
     # training
-    batch_size: int = flag(12, "sequences per step", POSITIVE_COUNT)
-    max_iters: int = flag(2000, "optimizer steps in all", COUNT)
-    lr: float = flag(1e-3, "peak learning rate (AdamW)", POSITIVE)
-    min_lr: float = flag(1e-4, "learning rate at the end of the cosine decay", NON_NEGATIVE)
-    warmup_iters: int = flag(100, "steps of linear warmup to lr", COUNT)
-    lr_decay_iters: int = flag(0, "step where the cosine decay reaches min_lr; 0 means max_iters (set "
-                                  "it to the final length when a later --resume will extend this run)", COUNT)
-    beta1: float = flag(0.9, "AdamW beta1", FRACTION)
-    beta2: float = flag(0.99, "AdamW beta2", FRACTION)
-    weight_decay: float = flag(0.1, "AdamW weight decay (matrices and embeddings only)", NON_NEGATIVE)
-    grad_clip: float = flag(1.0, "clip the global gradient norm to this; 0 turns clipping off", NON_NEGATIVE)
-    seed: int = flag(1337, "seed of the initial weights, the batches and the samples", SEED)
+    batch_size: int = flag(12, "sequences per step", checks.POSITIVE_COUNT)
+    max_iters: int = flag(2000, "optimizer steps in all", checks.COUNT)
+    lr: float = flag(1e-3, "peak learning rate (AdamW)", checks.POSITIVE)
+    min_lr: float = flag(1e-4, "learning rate at the end of the cosine decay", checks.NON_NEGATIVE)
+    warmup_iters: int = flag(100, "steps of linear warmup to lr", checks.COUNT)
+    lr_decay_iters: int = flag(0, "step where the cosine decay reaches min_lr; 0 means max_iters (set it to the final "
+                                  "length when a later --resume will extend this run)", checks.COUNT)
+    beta1: float = flag(0.9, "AdamW beta1", checks.FRACTION)
+    beta2: float = flag(0.99, "AdamW beta2", checks.FRACTION)
+    weight_decay: float = flag(0.1, "AdamW weight decay (matrices and embeddings only)", checks.NON_NEGATIVE)
+    grad_clip: float = flag(1.0, "clip the global gradient norm to this; 0 turns clipping off", checks.NON_NEGATIVE)
+    seed: int = flag(1337, "seed of the initial weights, the batches and the samples", checks.SEED)
     processes: int = flag(min(4, cores()),
                           "processes that share each batch and each evaluation (data parallel, each "
                           "multiplying matrices on one core; at most the cores this job may use); 1 runs "
-                          "the model on the whole batch with numpy's own BLAS threads", POSITIVE_COUNT)
+                          "the model on the whole batch with numpy's own BLAS threads", checks.POSITIVE_COUNT)
     worker_timeout: float = flag(30.0, "seconds a worker process may take to answer (or 10 times its slowest "
-                                       "answer so far, if longer) before the job kills it as hung", POSITIVE)
+                                       "answer so far, if longer) before the job kills it as hung", checks.POSITIVE)
     # evaluation and output
-    eval_interval: int = flag(250, "steps between evaluations (each also writes the checkpoint)", POSITIVE_COUNT)
-    eval_iters: int = flag(20, "batches per split averaged at each evaluation", POSITIVE_COUNT)
+    eval_interval: int = flag(250, "steps between evaluations (each also writes the checkpoint)",
+                              checks.POSITIVE_COUNT)
+    eval_iters: int = flag(20, "batches per split averaged at each evaluation", checks.POSITIVE_COUNT)
     log_interval: int = flag(10, "steps between the lines `iter N: loss X, ...` printed instead of the progress "
-                                 "bar when the output goes to a file or a pipe", POSITIVE_COUNT)
-    sample_every: int = flag(0, "steps between printed samples; 0 samples only at the end", COUNT)
+                                 "bar when the output goes to a file or a pipe", checks.POSITIVE_COUNT)
+    sample_every: int = flag(0, "steps between printed samples; 0 samples only at the end", checks.COUNT)
     out: str = flag("out/chargpt.safetensors", "checkpoint path; the loss log (.csv, .png) and the gradient "
-                                               "health (.health.csv, .health.png) go beside it")
+                                               "health (.health.csv, .health.png) go beside it", checks.TEXT)
     resume: bool = flag(False, "continue from the checkpoint at --out (flags given now override "
-                               "its settings, except the model's shape)")
+                               "its settings, except the model's shape)", checks.SWITCH)
     overwrite: bool = flag(False, "start a new run even where --out already holds a checkpoint (or its logs), "
-                                  "replacing them")
+                                  "replacing them", checks.SWITCH)
 
     @property
     def decay_iters(self):
@@ -113,29 +122,23 @@ class Config:
         return self.lr_decay_iters or self.max_iters
 
 
-MODEL_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "dropout", "tie_weights")   # fixed once a model exists
 FIELDS = {f.name: f for f in fields(Config)}
-EXPECTED = {bool: "true or false", str: "text"}   # what a setting of a flag without a kind must be
+MODEL_FIELDS = tuple(name for name in FIELDS if name in GPT_FIELDS)   # the model's shape: fixed once a model exists
 
 
 def setting(name, value):
     """`value` as the setting `name` when it comes from elsewhere than the command line (a
-    checkpoint's settings, as JSON gives them), held to the flag's own check: it must have the
-    flag's type (an int for a whole number, and not true or false; an int or a float for a
-    number; true or false; text) and pass the flag's kind, else a ValueError saying what it
-    must be. An int given for a number comes back a float."""
+    checkpoint's settings, as JSON gives them), held to the flag's own check: a whole number
+    for a count (and not true or false), a number for a rate, true or false, text; else a
+    ValueError saying what it must be. An int given for a number comes back a float."""
     f = FIELDS[name]
-    kind = f.metadata["kind"]
-    expected = kind.expected if kind else EXPECTED[f.type]
-    if type(value) is not f.type and not (f.type is float and type(value) is int):   # type(): True is an int
-        raise ValueError(expected)
+    check = f.metadata["check"]
+    if not check(value):
+        raise ValueError(check.expected)
     try:
-        value = f.type(value)
+        return f.type(value)   # float(5) is 5.0
     except OverflowError:   # an int beyond any float
-        raise ValueError(expected) from None
-    if kind and not kind.ok(value):
-        raise ValueError(expected)
-    return value
+        raise ValueError(check.expected) from None
 
 
 def combination_error(config):
@@ -172,8 +175,8 @@ def parse_config(argv=None, description=None):
         if f.type is bool:
             parser.add_argument(f"--{f.name}", action="store_true", help=help)
         else:   # each value is checked as it is read: argparse refuses the rest (exit status 2)
-            parser.add_argument(f"--{f.name}", type=f.metadata["kind"] or f.type, metavar=f.type.__name__.upper(),
-                                help=help)
+            kind = f.type if f.type is str else checked(f.type, f.metadata["check"])
+            parser.add_argument(f"--{f.name}", type=kind, metavar=f.type.__name__.upper(), help=help)
     given = vars(parser.parse_args(argv))   # only the flags on the command line (SUPPRESS)
     config = Config(**given)
     problem = None if config.resume else combination_error(config)   # resumed: once merged with the checkpoint's

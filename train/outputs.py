@@ -9,7 +9,7 @@ one run at a time may write each of them.
     with train.outputs.RunLock(f"{out}.lock"):   # Busy if another run holds it, naming its pid
         ...train, writing the output...
 
-Each output has a lock of its own (train.run.claim_outputs takes them all): runs whose --out
+Each output has a lock of its own (train.start.claim_outputs takes them all): runs whose --out
 differ can still name one file, run.safetensors and run.pt both a loss log run.csv.
 
 Two paths name one file when they resolve to the same path (symlinks and ".." followed) or,

@@ -16,15 +16,15 @@ optimizer, DataParallel also moves its state into shared memory (share_optimizer
 and splits each update the same way: each process runs the optimizer's plain step() with
 only its group's gradients in place (step_group).
 
-A worker that dies (killed, out of memory), or stops answering (SIGSTOP, a debugger, a
-machine swapping) and is then killed, is WorkerDied, raised here, with the model and the
-optimizer as the last completed step left them, ready to be saved: each process keeps a copy
-of what its group's update changes, in shared memory, just before it makes it, and step()
-puts every group back if one has not taken the update (KeptState). A worker has
-reply_timeout seconds to answer, or 10 times the longest it has taken so far if that is
-longer (a larger model's steps take longer); once `stopping()` says the job is stopping
-(Ctrl-C, SIGTERM), it has only a few seconds more. The workers never outlive this process,
-however it ends (serve).
+The worker processes are train/workers.py's (a Team): how they start, answer, die with this
+process and are stopped is written there; this file is the arithmetic they share. A worker
+that dies (killed, out of memory), or stops answering (SIGSTOP, a debugger, a machine
+swapping) and is then killed, is WorkerDied, raised here, with the model and the optimizer
+as the last completed step left them, ready to be saved: each process keeps a copy of what
+its group's update changes, in shared memory, just before it makes it, and step() puts every
+group back if one has not taken the update (KeptState). A worker has reply_timeout seconds
+to answer, or 10 times the longest it has taken so far if that is longer; once `stopping()`
+says the job is stopping (Ctrl-C, SIGTERM), it has only a few seconds more.
 
 A worker starts as a copy of the model (and optimizer) at the time DataParallel was made
 (fork): change the model's code or structure afterwards and make a new DataParallel.
@@ -34,15 +34,10 @@ e.g. threadpoolctl.threadpool_limits(1), as demos/train_chargpt.py does (before 
 DataParallel: the workers inherit it). Where processes cannot be forked (Windows), the
 whole batch runs in this process.
 """
-import ctypes
 import math
 import mmap
 import multiprocessing
-import signal
-import time
-import traceback
 import warnings
-import weakref
 
 import numpy as np
 
@@ -51,10 +46,7 @@ import tensorgrad as tg
 from nn import rng
 from nn.optim import clip_grad_norm
 
-REPLY_TIMEOUT = 30.0   # seconds a worker has to answer at least: its first steps also fault in their memory
-SLOWEST_TIMES = 10     # ... or this many times the longest it has taken so far, if that is longer
-STOP_GRACE = 2.0       # seconds it still has once the job is stopping (or twice its longest answer)
-POLL = 0.2             # seconds between two looks at stopping() while waiting
+from .workers import REPLY_TIMEOUT, Team, WorkerDied, receive, serve, stop_workers   # noqa: F401 (imported from here)
 
 
 class DataParallel:
@@ -75,12 +67,15 @@ class DataParallel:
         if optimizer is not None and any(id(p) not in own for p in optimizer.params):
             raise ValueError("DataParallel: the optimizer must update the model's own parameters")
         self.model, self.processes, self.optimizer = model, processes, optimizer
-        self.reply_timeout, self.stopping = reply_timeout, stopping or (lambda: False)
-        self.slowest = 0.0   # the longest the workers have taken to answer a message so far, in seconds
+        self.team = Team(reply_timeout, stopping)   # the worker processes: processes - 1 of them
         self.params = model.parameters()
-        self.workers = []   # (connection, process), one per forked process
         if processes > 1:
             self._start_workers()
+
+    @property
+    def workers(self):
+        """The worker processes, (connection, process) pairs (train.workers.Worker)."""
+        return self.team.workers
 
     def _start_workers(self):
         """Put the parameters (and the optimizer's state) in shared memory, then fork
@@ -99,24 +94,13 @@ class DataParallel:
             share_optimizer_state(self.optimizer)
             self.kept = KeptState(self.optimizer, balanced_groups([p.size for p in self.optimizer.params],
                                                                   self.processes))
-        context = multiprocessing.get_context("fork")
-        for k in range(1, self.processes):
-            here, there = context.Pipe()
-            ours = [connection for connection, _ in self.workers] + [here]   # the worker closes its copies
-            process = context.Process(target=_serve, daemon=True,
-                                      args=(self.model, self.optimizer, self.kept, k, self.grads,
-                                            self.totals, self.groups, there, ours))
-            process.start()
-            there.close()
-            self.workers.append((here, process))
-        self._finalizer = weakref.finalize(self, stop_workers, list(self.workers))
+        self.team.start(_serve, [(self.model, self.optimizer, self.kept, k, self.grads, self.totals, self.groups)
+                                 for k in range(1, self.processes)])
 
     def close(self):
         """Stop the worker processes (also done when DataParallel is garbage-collected);
         the next call starts them again."""
-        if self.workers:
-            self._finalizer()
-            self.workers = []
+        self.team.stop()
 
     def forward_backward(self, x, y):
         """The model's mean loss on the batch (x, y) as a float, with d loss / d parameter
@@ -149,12 +133,11 @@ class DataParallel:
             return norm
         self._check_workers()
         groups = self.kept.groups
-        settings = {name: value for name, value in vars(self.optimizer).items()   # lr, betas, ...
-                    if isinstance(value, (int, float, tuple))}
         has_grad = [p.grad is not None for p in self.params]
         if any(has and p.grad is not total for p, total, has in zip(self.params, self.totals, has_grad)):
             raise RuntimeError("DataParallel.step: the gradients must come from forward_backward "
                                "(the workers read them from its shared buffers)")
+        settings = self.optimizer.settings()   # this step's learning rate, the betas, ...: for the workers' copies
         messages = [("step", group, settings, has_grad) for group in groups[1:]]
 
         def here():
@@ -162,7 +145,7 @@ class DataParallel:
             step_group(self.optimizer, groups[0])
         self.kept.forget()
         try:
-            self._exchange(messages, here)
+            self.team.exchange(messages, here)
         except BaseException:   # a process died or failed midway through its group: undo every group
             self.kept.restore()
             raise
@@ -188,110 +171,17 @@ class DataParallel:
             part_loss = _part(self.model, x[parts[0]], y[parts[0]], shares[0], seeds[0], backward)
             return part_loss, _publish_grads(self.params, self.grads[0], self.groups[0]) if backward else None
 
-        (total, has_grad), replies = self._exchange(messages, here)
+        (total, has_grad), replies = self.team.exchange(messages, here)
         total += sum(part_loss for part_loss, _ in replies)
         if backward:
             nothing = [False] * len(self.params)   # a worker left idle by a small batch
             has_grad = [has_grad] + [has for _, has in replies] + [nothing] * (len(self.workers) - len(replies))
-            self._exchange([("sum", has_grad)] * len(self.workers),
-                           lambda: _sum(0, self.params, self.groups, has_grad, self.grads, self.totals))
+            self.team.exchange([("sum", has_grad)] * len(self.workers),
+                               lambda: _sum(0, self.params, self.groups, has_grad, self.grads, self.totals))
             for i, p in enumerate(self.params):
                 if any(has[i] for has in has_grad):
                     p.grad = self.totals[i]
         return total
-
-    def _exchange(self, messages, here):
-        """Send messages[k] to worker k, run here() meanwhile, then read every reply (all
-        of them, even after an error, so the next call starts clean). Returns (here()'s
-        result, the replies). (A message larger than the connection's buffer, a part of a
-        very large batch, waits in send() for the worker to read it: a worker stopped just
-        then holds this process there, and only a second Ctrl-C or SIGTERM ends it.)"""
-        sent = time.monotonic()
-        for (connection, process), message in zip(self.workers, messages):
-            try:
-                connection.send(message)
-            except OSError:
-                self.close()
-                raise WorkerDied.of(process) from None
-        try:
-            result = here()
-        finally:
-            try:
-                replies = self._replies(len(messages), sent)
-            except BaseException:   # a second Ctrl-C while waiting: replies would be left unread
-                self.close()
-                raise
-        for reply in replies:
-            if isinstance(reply, WorkerDied):
-                self.close()   # the next call starts new workers
-            if isinstance(reply, Exception):
-                raise reply
-        self.slowest = max(self.slowest, time.monotonic() - sent)
-        return result, replies
-
-    def _replies(self, count, sent):
-        """The replies of the first `count` workers to the messages sent at time `sent`
-        (time.monotonic()). A worker that has not answered by the deadline (the timeout of the
-        module's docstring, shortened once stopping() is true) is killed, and its reply is
-        WorkerDied."""
-        deadline = sent + max(self.reply_timeout, SLOWEST_TIMES * self.slowest)
-        replies = []
-        for connection, process in self.workers[:count]:
-            # poll(t) waits up to t seconds for the reply (or the end-of-file of a worker that died)
-            while time.monotonic() < deadline and not connection.poll(min(POLL, deadline - time.monotonic())):
-                if self.stopping():
-                    deadline = min(deadline, time.monotonic() + max(STOP_GRACE, 2 * self.slowest))
-            if connection.poll(0):
-                replies.append(receive(connection, process))
-            else:
-                replies.append(WorkerDied.unanswered(process, time.monotonic() - sent))
-        return replies
-
-
-class WorkerDied(RuntimeError):
-    """A worker process that ended without answering (killed, or out of memory), or that
-    stopped answering and was killed: `pid` says which, `how` how ("killed by signal 9
-    (SIGKILL)", "exit code 1", "no answer in 31 s; it was stopped"), `reason` all of it in
-    words ("died (killed by signal 9 (SIGKILL))"). Wherever it ended, the parameters and the
-    optimizer's state are as the last completed step left them (a step() it cut short is
-    undone in every group), so they can be saved."""
-
-    def __init__(self, pid, how, answered=True):
-        self.pid, self.how = pid, how
-        self.reason = f"died ({how})" if answered else f"stopped answering ({how}) and was killed"
-        super().__init__(f"DataParallel: worker process {pid} {self.reason}; the next call starts new workers")
-
-    @classmethod
-    def of(cls, process):
-        process.join(timeout=1)
-        code = process.exitcode
-        if code is None:
-            how = "it closed its connection but is still running"
-        elif code < 0:
-            how = f"killed by signal {-code} ({signal.Signals(-code).name})"
-        else:
-            how = f"exit code {code}"
-        return cls(process.pid, how)
-
-    @classmethod
-    def unanswered(cls, process, waited):
-        """Kill a worker that has not answered in `waited` seconds (SIGKILL: it ends a stopped
-        process too, where SIGTERM would wait for it to be continued); what it was doing is
-        read from Linux's /proc first, where there is one."""
-        state = {"T": "; it was stopped (SIGSTOP, Ctrl-Z or a debugger)", "t": "; a debugger held it",
-                 "D": "; it was waiting on the disk or on memory (swapping)"}.get(process_state(process.pid), "")
-        process.kill()
-        process.join(timeout=5)
-        return cls(process.pid, f"no answer in {waited:.0f} s{state}", answered=False)
-
-
-def process_state(pid):
-    """Linux's one-letter state of a process (R running, S sleeping, T stopped, ...), or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
 
 
 def _part(model, x, y, share, seed, backward):
@@ -308,9 +198,9 @@ def _part(model, x, y, share, seed, backward):
         return loss.item() * share
 
 
-def _serve(model, optimizer, kept, k, grads, totals, groups, connection, parent_ends):
-    """Worker process k: run what it is sent (see serve): a part (the gradients of the
-    other processes' groups copied into grads[k]), its group's sum of every process's
+def _serve(connection, model, optimizer, kept, k, grads, totals, groups):
+    """Worker process k: run what it is sent (train.workers.serve): a part (the gradients of
+    the other processes' groups copied into grads[k]), its group's sum of every process's
     gradients (into totals), or its group's optimizer update (with the sums; its group
     kept first, see KeptState)."""
     params = model.parameters()
@@ -329,57 +219,14 @@ def _serve(model, optimizer, kept, k, grads, totals, groups, connection, parent_
             (has_grad,) = arguments
             return _sum(k, params, groups, has_grad, grads, totals)
         group, settings, has_grad = arguments   # "step": this process's group of the optimizer's update
-        vars(optimizer).update(settings)
+        for name, value in settings.items():   # set as the main process set them (a schedule's optimizer.lr = ...)
+            setattr(optimizer, name, value)
         for p, total, has in zip(params, totals, has_grad):
             p.grad = total if has else None
         kept.keep(k)
         step_group(optimizer, group)
         return None
-    serve(connection, handle, parent_ends)
-
-
-def serve(connection, handle, parent_ends=()):
-    """A worker process's loop: answer each message with ("done", handle(message)), or
-    ("error", the traceback) when it raises, until the connection closes or brings None.
-    receive() reads the answers.
-
-    The fork gave this process a copy of the main process's end of every pipe (its own and
-    earlier workers'): `parent_ends`. They are closed first: then the only other holder of
-    this pipe is the main process, and when it ends, however it ends (SIGKILL included),
-    the connection reads end-of-file and this worker stops too."""
-    # Ctrl-C and SIGTERM are for the main process to handle (it finishes its step and saves);
-    # sent to the whole process group, they must not kill a worker in the middle of that step
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    die_with_parent()
-    for end in parent_ends:
-        end.close()
-    while True:
-        try:
-            message = connection.recv()
-        except (EOFError, OSError):   # the main process has gone
-            return
-        if message is None:
-            return
-        try:
-            answer = ("done", handle(message))
-        except Exception:
-            answer = ("error", traceback.format_exc())
-        try:
-            connection.send(answer)
-        except OSError:   # the main process has gone
-            return
-
-
-def die_with_parent():
-    """On Linux, have the kernel kill this process (SIGKILL) when the thread that forked it
-    ends: a worker that is stopped (SIGSTOP, a debugger) reads no end-of-file, so without this
-    it would outlive a trainer killed meanwhile. Elsewhere (no prctl) it does nothing."""
-    PR_SET_PDEATHSIG = 1
-    try:
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError, TypeError):   # no C library to load, or one without prctl (macOS)
-        pass
+    serve(connection, handle)
 
 
 def _publish_grads(params, buffers, own_group):
@@ -405,33 +252,6 @@ def _sum(k, params, groups, has_grad, grads, totals):
             np.add(terms[0], terms[1], out=totals[i])
             for grad in terms[2:]:
                 totals[i] += grad
-
-
-def receive(connection, process):
-    """A worker's reply (once connection.poll() says it is there, or a connection closed), or
-    the exception to raise for its failure or its death."""
-    try:
-        status, value = connection.recv()
-    except (EOFError, ConnectionResetError):   # a reset: it died with our message unread
-        return WorkerDied.of(process)
-    if status == "error":
-        return RuntimeError(f"DataParallel: a worker process failed:\n{value}")
-    return value
-
-
-def stop_workers(workers):
-    """Stop the worker processes [(connection, process)]: ask each to end, then kill what is
-    still alive five seconds later."""
-    for connection, process in workers:
-        try:
-            connection.send(None)
-        except OSError:   # already gone
-            pass
-        connection.close()
-    for _, process in workers:
-        process.join(timeout=5)
-        if process.is_alive():
-            process.kill()   # SIGKILL: a worker ignores SIGTERM
 
 
 class KeptState:

@@ -1,7 +1,7 @@
 """--resume: the run state a checkpoint's metadata holds, read back as input, then merged with
 the flags given now.
 
-    checkpoint = train.run.load_checkpoint(config.out)   # (model, tokenizer, meta)
+    checkpoint = train.start.load_checkpoint(config.out)   # (model, tokenizer, meta)
     config = train.resume.resumed_config(config, given, checkpoint)
 
 A checkpoint's checksum proves only that the file is as it was written, not who wrote it:
@@ -12,12 +12,11 @@ rows [step, train loss, val loss, learning rate] of finite numbers with rising s
 `best_val_loss` null or a finite number, `rng` and `batch_rng` the states of numpy's PCG64.
 A field that fails is a CheckpointError naming the file and the field; nothing is written.
 """
-import math
-
 import nn
+from nn import checks
 
 from .flags import MODEL_FIELDS, Config, FIELDS, combination_error, setting
-from .run import JobError
+from .stops import JobError
 
 RUN_STATE = ("config", "step", "history", "best_val_loss", "rng", "batch_rng")   # what --resume reads
 
@@ -63,22 +62,19 @@ def check_run_state(path, meta):
             except ValueError as error:
                 refuse(f"config.{name}", error, value)
     step = meta["step"]
-    if not (type(step) is int and step >= 0):   # type(): true and false are ints to isinstance
-        refuse("step", "a whole number >= 0", step)
+    if not checks.COUNT(step):   # a whole number >= 0, and not true or false (which Python counts as 1 and 0)
+        refuse("step", checks.COUNT.expected, step)
     if not is_history(meta["history"], step):
         refuse("history", f"rows [step, train loss, val loss, learning rate] of finite numbers, their steps rising "
                           f"from 0 to at most the step, {step}", meta["history"])
-    if not (meta["best_val_loss"] is None or is_finite_number(meta["best_val_loss"])):
-        refuse("best_val_loss", "null or a finite number", meta["best_val_loss"])
+    best = checks.or_none(checks.FINITE)
+    if not best(meta["best_val_loss"]):
+        refuse("best_val_loss", best.expected, meta["best_val_loss"])
     for key in ("rng", "batch_rng"):
         if not is_pcg64_state(meta[key]):
             refuse(key, "the state of numpy's PCG64 generator, {bit_generator: 'PCG64', state: {state, inc}, "
                         "has_uint32, uinteger}", meta[key])
     return saved
-
-
-def is_finite_number(value):
-    return type(value) in (int, float) and math.isfinite(value)
 
 
 def is_history(rows, step):
@@ -87,8 +83,8 @@ def is_history(rows, step):
     if not isinstance(rows, list) or not all(isinstance(row, list) and len(row) == 4 for row in rows):
         return False
     steps = [row[0] for row in rows]
-    return (all(type(s) is int for s in steps) and steps == sorted(set(steps)) and all(0 <= s <= step for s in steps)
-            and all(is_finite_number(value) for row in rows for value in row[1:]))
+    return (all(checks.is_whole(s) for s in steps) and steps == sorted(set(steps))
+            and all(0 <= s <= step for s in steps) and all(checks.FINITE(value) for row in rows for value in row[1:]))
 
 
 def is_pcg64_state(state):
@@ -98,6 +94,6 @@ def is_pcg64_state(state):
         return False
     inner = state["state"]
     return (state["bit_generator"] == "PCG64" and isinstance(inner, dict) and inner.keys() == {"state", "inc"}
-            and all(type(n) is int and 0 <= n < 2**128 for n in inner.values())
-            and state["has_uint32"] in (0, 1) and type(state["has_uint32"]) is int
-            and type(state["uinteger"]) is int and 0 <= state["uinteger"] < 2**32)
+            and all(checks.is_whole(n) and 0 <= n < 2**128 for n in inner.values())
+            and checks.is_whole(state["has_uint32"]) and state["has_uint32"] in (0, 1)
+            and checks.is_whole(state["uinteger"]) and 0 <= state["uinteger"] < 2**32)

@@ -1,33 +1,12 @@
-"""The main job's run around its loop: its outputs claimed before step 0, its state (the
-step, the evaluations so far, the random streams) saved to the checkpoint and read back on
---resume (train/resume.py checks it first), its stops (Ctrl-C, SIGTERM, a nan, a worker
-lost) and the loss log beside the checkpoint.
+"""The main job's run, carried from step to step beside the model and the optimizer: the
+step, the evaluations so far, the random streams, and the checkpoint that holds them all
+(saved at each evaluation, read back on --resume: train/resume.py checks it first).
 
-Nothing is lost:
-- the outputs, all named after --out, and their locks may not be the corpus or each other; a
-  new run does not replace existing files without --overwrite; a run that would write a file
-  another running job writes is refused, naming the file and the pid of the run that holds its
-  lock; the locks are taken first, so --resume reads a checkpoint no other run is writing
-  (claim_outputs, then check_outputs);
-- a run whose step cannot fit in the memory available is refused before it allocates
-  (require_memory);
-- a loss or gradient norm that is nan or inf stops the run before the update (NonFinite, exit
-  status 3), and the checkpoint on disk stays the last finite one: no state with a nan or an
-  inf is ever written (Run.require_finite, Run.save);
-- Ctrl-C and SIGTERM finish the current step (or an evaluation's batch), then the job saves and
-  exits; before training begins, in a sample, or a second time, they end the job at once
-  (Interrupt); a worker that dies or stops answering has the last completed step saved
-  (Run.stop); each way out says in one line what is on disk;
-- every file is written to a temporary name and renamed (nn.atomic), and the temporary
-  files a killed run left are removed at the next start (only provably abandoned ones, never a
-  file the run reads or claims).
+Nothing is lost: a state with a nan or an inf is never written, so the checkpoint on disk is
+always one a run can go on from (Run.save), and every file is written to a temporary name and
+renamed (nn.atomic). How the run starts is train/start.py's; how it stops, train/stops.py's.
 """
-import csv
-import io
 import math
-import signal
-import sys
-from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -38,146 +17,10 @@ import nn
 from nn import data
 
 from . import evaluate, memory
-from .flags import MODEL_FIELDS
 from .health import HealthLog, plot_health
-from .outputs import (Busy, OutputError, RunLock, check_clashes, claimed, described, lock_of, outputs, printable,
-                      written_elsewhere)
-
-
-class JobError(Exception):
-    """A run that cannot start or go on: one line for the user, and the exit status (2 for a
-    usage error, as argparse's; 1 else)."""
-
-    def __init__(self, message, status=1):
-        super().__init__(message)
-        self.status = status
-
-
-class NonFinite(Exception):
-    """A loss or gradient norm that is nan or inf: the run stops before it reaches the weights
-    (exit status 3)."""
-
-
-def how(signum):
-    """How a stop is told: "interrupted" (Ctrl-C), "stopped by SIGTERM"."""
-    return "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
-
-
-class Stopped(Exception):
-    """A Ctrl-C or SIGTERM that ends the job at once (see Interrupt): its message is the job's
-    last line, which says what is on disk, and its exit status 128 + the signal's number."""
-
-    def __init__(self, signum, message=None):
-        self.signal = signal.Signals(signum)
-        super().__init__(message or f"{how(signum)}; no checkpoint written this time")
-
-
-class Interrupt:
-    """Ctrl-C (SIGINT) and SIGTERM, from the job's start to its end. While the run trains
-    (inside deferred()), the first one only raises a flag (requested), so the loop finishes
-    its step, or an evaluation its batch, and the run stops with a checkpoint. Elsewhere
-    (before training begins; in a sample, which changes nothing: unless_stopped), and for a
-    second one anywhere, it raises Stopped at once. Either way the job exits with 128 + the
-    signal's number (130, 143), as a shell reports a process that signal ended."""
-
-    def __init__(self):
-        self.signal, self.deferring = None, False
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, self)
-
-    @property
-    def requested(self):
-        return self.signal is not None
-
-    def __call__(self, signum, frame):
-        first = not self.requested
-        self.signal = self.signal or signal.Signals(signum)
-        if not (first and self.deferring):
-            raise Stopped(signum)
-
-    @contextmanager
-    def deferred(self):
-        """Inside this block, the first stop raises the flag only: the work checks it."""
-        self.deferring = True
-        try:
-            yield
-        finally:
-            self.deferring = False
-
-    def unless_stopped(self, work):
-        """work() (which changes nothing: a sample), ended at once by a stop: its result, or
-        None when a stop came before or meanwhile (requested then says which)."""
-        if self.requested:
-            return None
-        deferring, self.deferring = self.deferring, False
-        try:
-            return work()
-        except Stopped:
-            return None
-        finally:
-            self.deferring = deferring
-
-
-@contextmanager
-def claim_outputs(config):
-    """Every path a run on --out writes, claimed for the block: its outputs and their locks
-    (out/chargpt.safetensors.lock, out/chargpt.csv.lock, ...) apart from each other and from
-    folders, and no other run writing any of them at once (a lock for each, naming this run's
-    pid, released however the run ends: two runs whose --out differ may still share a log,
-    run.safetensors and run.pt both write run.csv). Taken before anything is read: a resumed
-    run reads only a checkpoint that no other run is writing. Then check_outputs. None of them
-    may be the corpus named so far (on --resume, again once the checkpoint names its own)."""
-    out = Path(config.out)
-    refuse_clashes(config)   # before a lock is taken: a lock file left by a killed run is removed
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with ExitStack() as locks:   # each lock taken is let go when the block ends, or when the next one is refused
-        for what, path in described(outputs(out)).items():
-            try:
-                locks.enter_context(RunLock(lock_of(path)))
-            except Busy as busy:
-                which = f"--out {out} is busy" if path == out else f"--out {out}: its {what} {path} is busy"
-                raise JobError(f"{which}: {busy}; wait for that run to end, or choose another --out") from None
-            except OutputError as error:
-                raise JobError(f"--out {out}: {error}") from None
-        yield
-
-
-def check_outputs(config):
-    """What a run's outputs need before anything is read or written, once the corpus is known
-    (on --resume, from the checkpoint's settings): none of them, nor their locks, is the corpus
-    (the same file under another name included: a symlink, a hard link); a new run replaces no
-    existing file unless --overwrite. Then it removes the temporary files a killed run left in
-    the folder (nn.atomic), saying so: never one the run reads or claims, nor one of a file
-    another running job holds the lock of (its writer may live in another pid namespace)."""
-    out = Path(config.out)
-    refuse_clashes(config)
-    existing = [str(path) for path in outputs(out) if path.exists()]
-    if existing and not (config.resume or config.overwrite):
-        raise JobError(f"{out} already holds a checkpoint: pass --resume to continue it, or --overwrite to "
-                       "start over and replace it and its logs" if out.exists() else
-                       f"{', '.join(existing)} already exist(s) and a new run would replace them: pass "
-                       "--overwrite, or choose another --out", status=2)
-    keep = [data.corpus_file(config.data), *claimed(out).values()]
-    for path in nn.atomic.remove_stale_temporaries(out.parent, keep, lambda target: written_elsewhere(target, out)):
-        print(f"removed {path}, a temporary file left by a run that was killed while writing")
-
-
-def refuse_clashes(config):
-    """JobError (a usage error) if an output of --out or its lock is the corpus, under any name."""
-    try:
-        check_clashes(claimed(config.out), {"corpus": data.corpus_file(config.data)})
-    except OutputError as error:
-        raise JobError(f"--out {config.out} --data {config.data}: {error}; choose another --out", status=2) from None
-
-
-def load_checkpoint(path):
-    """(model, tokenizer, meta) from a checkpoint written by the main job (a .safetensors
-    file, or an .npz of tensorgrad 0.1), its metadata and every tensor checked against the
-    model before anything is built (nn.checkpoint.load_gpt)."""
-    if not Path(path).exists():
-        raise nn.CheckpointError(f"{path}: no such checkpoint; train one with demos/train_chargpt.py "
-                                 f"(without --resume)")
-    return nn.checkpoint.load_gpt(path)
+from .loss_log import plot_losses, write_csv
+from .outputs import outputs
+from .stops import JobError, NonFinite
 
 
 class Run:
@@ -280,32 +123,6 @@ class Run:
         plot_losses(self.history, self.out)
         plot_health(self.health, outputs(self.out).health_png)
 
-    def stop(self, interrupt, lost=None):
-        """The end of a run cut short by Ctrl-C or SIGTERM (interrupt), or by a worker process
-        that died or stopped answering (lost, a WorkerDied): the checkpoint and the plots of the
-        last completed step (a step cut short was undone in every process; on --resume it runs
-        again), then exit with 128 + the signal's number, or, a lost worker alone, JobError."""
-        self.save()
-        self.plot()
-        worker = f"worker process {lost.pid} {lost.reason} during step {self.step}" if lost else None
-        if lost and not interrupt.requested:
-            raise JobError(f"{worker}; saved the state of step {self.step}, the last completed, to {self.out}; "
-                           "continue with --resume")
-        print(f"{how(interrupt.signal)} at step {self.step}: checkpoint written to {self.out}; continue with --resume"
-              + (f" ({worker})" if worker else ""))
-        sys.exit(128 + interrupt.signal)
-
-    @contextmanager
-    def quitting(self):
-        """Inside this block, a Stopped (a second Ctrl-C or SIGTERM: Interrupt) quits at once,
-        wherever the run was, saving nothing more (a step or a save may be half done), and its
-        line says what is on disk."""
-        try:
-            yield
-        except Stopped as stop:
-            raise Stopped(stop.signal, f"{how(stop.signal)} again at step {self.step}: quit at once; "
-                                       f"{self.on_disk()}") from None
-
     def on_disk(self):
         """What the checkpoint file holds, for a line that ends the job."""
         if self.written:
@@ -313,55 +130,3 @@ class Run:
         if self.saved_step is not None:
             return f"{self.out} keeps step {self.saved_step}, as it was; continue with --resume"
         return "no checkpoint written this time"
-
-
-def require_memory(config, vocab_size):
-    """Refuse (JobError, a usage error) a run whose training step needs more memory than
-    the machine has available (train.memory.step_bytes against available_bytes), before the
-    model or a batch takes any. Where the memory available is unknown, nothing is refused."""
-    model_config = {**{name: getattr(config, name) for name in MODEL_FIELDS}, "vocab_size": vocab_size}
-    need, available = memory.step_bytes(model_config, config.batch_size, config.processes), memory.available_bytes()
-    if available is not None and memory.peak_bytes(need) > available:
-        gib = lambda n: f"{n / 2**30:,.1f} GiB"
-        rest = (f"{gib(need['activations'])} for the activations of --batch_size {config.batch_size} x --block_size "
-                f"{config.block_size}" if need["activations"] >= need["checkpoint"] else
-                f"{gib(need['checkpoint'])} to write a checkpoint, built in memory first")
-        raise JobError(f"one training step needs about {gib(memory.peak_bytes(need))} ({gib(need['parameters'])} for "
-                       f"the weights, AdamW's state and the gradients, {rest}), but this machine has {gib(available)} "
-                       "of memory available: lower --batch_size or --block_size (or the model's size: --n_layer, "
-                       "--n_embd)", status=2)
-
-
-def write_csv(history, out):
-    """The evaluations so far, beside the checkpoint: out/chargpt.csv (written whole to a
-    temporary file and renamed: a kill never leaves it half written)."""
-    text = io.StringIO()
-    writer = csv.writer(text)
-    writer.writerow(["step", "train_loss", "val_loss", "lr"])
-    writer.writerows(history)
-    nn.atomic.write_atomically(outputs(out).loss_csv, lambda file: file.write(text.getvalue().encode()))
-
-
-def plot_losses(history, out):
-    """The loss curve beside the checkpoint (out/chargpt.png), when matplotlib is installed
-    and there are evaluations to draw (a run stopped before its first has none); without
-    matplotlib, one line says that neither PNG is drawn (the health plot skips its own quietly)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")   # files only: no window, no display needed
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"no {outputs(out).loss_png.name} or {outputs(out).health_png.name}: matplotlib is not installed "
-              '(pip install ".[plots]" draws them; the .csv logs are written)')
-        return
-    if not history:   # stopped before the first evaluation: no curve to draw
-        return
-    steps, train, val, _ = zip(*history)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(steps, train, label="train")
-    ax.plot(steps, val, label="val")
-    ax.set(xlabel="step", ylabel="loss", title=f"{printable(out.name)}: mean loss of the eval batches")
-    ax.legend()
-    nn.atomic.write_atomically(outputs(out).loss_png,
-                               lambda file: fig.savefig(file, format="png", dpi=100, bbox_inches="tight"))
-    plt.close(fig)
