@@ -151,9 +151,9 @@ def instrument_tensorgrad(clock):
     ops_module.make_op = F.make_op = nn.transformer.make_op = clock.timed("graph building", make_timed_op)
     autograd.Accumulator.add = clock.timed("accumulate", autograd.Accumulator.add)
     parallel = train.parallel
-    for attribute, region in [("_publish_grads", "publish"), ("_sum", "sum"), ("receive", "waiting"),
-                              ("clip_grad_norm", "optimizer")]:
+    for attribute, region in [("_publish_grads", "publish"), ("_sum", "sum"), ("clip_grad_norm", "optimizer")]:
         setattr(parallel, attribute, clock.timed(region, getattr(parallel, attribute)))
+    train.workers.receive = clock.timed("waiting", train.workers.receive)   # where the step waits for its workers
     parallel.KeptState.keep = clock.timed("keep", parallel.KeptState.keep)
     nn.optim.Optimizer.step = clock.timed("optimizer", nn.optim.Optimizer.step)
 

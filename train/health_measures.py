@@ -58,25 +58,17 @@ def gelu_tail_fraction(x):
 
 def block_stats(model, idx):
     """{block name ("h.0", ...): (std of the residual stream after the block, fraction of
-    its GELU inputs in the flat tails)} of a GPT on token ids idx (B, T).
-
-    GPT.forward's steps up to the last block, written out to keep each block's GELU
-    inputs, without a graph and in eval mode (no dropout: no random numbers drawn, so a
-    run that measures makes the same numbers as one that does not)."""
+    its GELU inputs in the flat tails)} of a GPT on token ids idx (B, T): GPT.forward itself,
+    observed (model(idx, observe=...) keeps each block's insides by name), without a graph and
+    in eval mode (no dropout: no random numbers drawn, so a run that measures makes the same
+    numbers as one that does not)."""
     was_training = model.training
     model.eval()
-    stats = {}
+    inside = {}
     try:
         with tg.no_grad():
-            x = model.tok_emb(idx)                                       # (B, T, C)
-            if model.pos_emb is not None:
-                x = x + model.pos_emb(np.arange(idx.shape[1]))
-            x = model.drop(x)
-            for i, block in enumerate(model.h):   # TransformerBlock.forward, one step at a time
-                x = x + block.attn(block.ln1(x))
-                hidden = block.ffn.fc(block.ln2(x))                      # GELU's inputs (B, T, 4C)
-                x = x + block.ffn.dropout(block.ffn.proj(hidden.gelu()))
-                stats[f"h.{i}"] = (float(x.data.std()), gelu_tail_fraction(hidden.data))
+            model(idx, observe=inside)
     finally:
         model.train(was_training)
-    return stats
+    return {name: (float(block["out"].data.std()), gelu_tail_fraction(block["gelu_input"].data))
+            for name, block in inside.items()}
