@@ -5,13 +5,13 @@ V vocabulary size; S keys (S = T in the model: each position is a query and a ke
 """
 import functools
 import math
-import numbers
 
 import numpy as np
 
 import tensorgrad as tg
 from tensorgrad import make_op
 
+from . import checks
 from . import functional as F
 from . import gpt2
 from . import rng as nn_rng
@@ -332,11 +332,11 @@ class GPT(Module):
             raise ValueError(f"GPT.generate: idx must be a prompt of shape (B, T) with B and T at least 1, got shape "
                              f"{idx.shape}")
         idx = check_ids("GPT.generate", idx, self.tok_emb.weight.shape[0], "token id").astype(np.int64)
-        if not (_whole(max_new_tokens) and max_new_tokens >= 0):
+        if not (checks.is_whole(max_new_tokens) and max_new_tokens >= 0):
             raise ValueError(f"GPT.generate: max_new_tokens must be a whole number >= 0, got {max_new_tokens!r}")
-        if not (_real(temperature) and 0 <= temperature < math.inf):   # nan fails both
+        if not (checks.is_number(temperature) and 0 <= temperature < math.inf):   # nan fails both
             raise ValueError(f"GPT.generate: temperature must be a finite number >= 0, got {temperature!r}")
-        if not (top_k is None or _whole(top_k) and top_k >= 1):
+        if not (top_k is None or checks.is_whole(top_k) and top_k >= 1):
             raise ValueError(f"GPT.generate: top_k must be a whole number >= 1 (or None for no cut), got {top_k!r}")
         rng = generator if seed is None else np.random.default_rng(seed)
         was_training = self.training
@@ -349,14 +349,6 @@ class GPT(Module):
         finally:
             self.train(was_training)
         return idx
-
-
-def _whole(n):
-    return isinstance(n, numbers.Integral) and not isinstance(n, (bool, np.bool_))
-
-
-def _real(x):
-    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
 
 
 def _sample(logits, temperature, top_k, rng):
