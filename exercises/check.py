@@ -60,6 +60,7 @@ import lab
 import messages
 from grading import NEEDS_WORK, NOT_STARTED, PASSES, grade_file, recheck
 from messages import say
+from train.workers import held   # signals that wait while a worker starts or ends: the job's own
 
 TIMEOUT = 10.0       # seconds a check (or a step of a long one: lab.tell) may take
 PREPARING = 300.0    # seconds what an exercise prepares before its first step may take (lab.preparing)
@@ -148,7 +149,7 @@ def grade_apart(numbers, timeout):
     numbers, started = list(numbers), []   # workers started, in the order of `numbers`
     try:
         for i, number in enumerate(numbers):
-            with _held(STOPS):   # a stop waits until there is a worker to end with it
+            with held(STOPS):   # a stop waits until there is a worker to end with it
                 if not started:
                     started.append(Worker(number))
                 worker = started[0]
@@ -190,7 +191,7 @@ class Worker:
         the worker itself where it had not made its group yet (or the platform has none)."""
         if self.ended:   # once: after join, its pid may be another process's
             return
-        with _held(STOPS):   # a second Ctrl-C or SIGTERM does not stop the ending half way
+        with held(STOPS):   # a second Ctrl-C or SIGTERM does not stop the ending half way
             self.ended = True
             if hasattr(os, "killpg"):
                 try:   # it is not reaped yet, so its pid, and its group's, are still its own
@@ -201,19 +202,6 @@ class Worker:
             self.process.join()
             self.found.close()
             self.start.close()
-
-
-@contextlib.contextmanager
-def _held(numbers):
-    """These signals wait (they are blocked, then delivered) while the block runs."""
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, numbers)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _listen(number, worker, timeout):
