@@ -23,8 +23,9 @@ from .threads import get_num_threads, set_num_threads
 
 # The ops outside the core are Tensor methods too: x.squeeze() is shape_ops.squeeze(x), and
 # x.float() is x.astype(np.float32) under PyTorch's name.
-for _name in shape_ops.__all__ + math_ops.__all__:
-    setattr(Tensor, _name, getattr(math_ops if _name in math_ops.__all__ else shape_ops, _name))
+for _module in (shape_ops, math_ops):
+    for _name in _module.__all__:
+        setattr(Tensor, _name, getattr(_module, _name))
 for _name, _dtype in math_ops.CASTS.items():
     setattr(Tensor, _name, math_ops.cast_to(_dtype))
 

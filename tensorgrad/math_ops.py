@@ -65,7 +65,8 @@ def minimum(a, b):
 def var(x, axis=None, keepdims=False, ddof=0):
     """Variance, the mean of (x - mean(x))²: numpy's ddof=0, the population's (PyTorch's
     default is correction=1); with ddof, the squares' sum over n - ddof. Fused: one node."""
-    axes, n = _axes("var", axis, x.ndim), _count(x, axis)
+    axes = _axes("var", axis, x.ndim)
+    n = math.prod(x.shape[a] for a in axes)   # the values each variance takes
     if modes.composed:   # the formula, op by op
         squares = (x - x.mean(axis, keepdims=True)) ** 2
         return squares.sum(axis, keepdims) / (n - ddof) if ddof else squares.mean(axis, keepdims)
@@ -82,7 +83,8 @@ def var(x, axis=None, keepdims=False, ddof=0):
 def std(x, axis=None, keepdims=False, ddof=0):
     """Standard deviation, √var (numpy's ddof=0; PyTorch's default is correction=1). Fused:
     where x is constant its gradient is 0, as in PyTorch (√'s own would be inf there)."""
-    axes, n = _axes("std", axis, x.ndim), _count(x, axis)
+    axes = _axes("std", axis, x.ndim)
+    n = math.prod(x.shape[a] for a in axes)
     if modes.composed:   # the formula, op by op
         return var(x, axis, keepdims, ddof).sqrt()
     centred, variance = _centred_and_var(x, axes, ddof, keepdims=True)
@@ -93,11 +95,6 @@ def std(x, axis=None, keepdims=False, ddof=0):
             return _keep(g, axes, keepdims) * np.where(sd == 0, 0, centred / ((n - ddof) * sd))
     return make_op("std", sd if keepdims else sd.squeeze(axes), (x,), vjps=(vjp,),
                    rules=("d std(x)/dx_i = (x_i - mean)/((n - ddof)·std), 0 where std = 0",))
-
-
-def _count(x, axis):
-    """How many values each reduction over `axis` takes."""
-    return math.prod(x.shape[a] for a in _axes("count", axis, x.ndim))
 
 
 def _centred_and_var(x, axes, ddof, keepdims):

@@ -116,7 +116,7 @@ def view(x, *shape):
 
 def permute(x, *axes):
     """PyTorch's permute: transpose with every axis named (numpy's transpose)."""
-    return x.transpose(*axes)
+    return x.transpose(_shape_arg(axes))
 
 
 def contiguous(x):

@@ -483,6 +483,7 @@ class Tensor:
 
     def transpose(self, *axes):
         """Permute axes like np.transpose; no axes reverses them."""
+        pair = len(axes) == 2   # transpose(a, b), two numbers: PyTorch's spelling of a swap
         axes = _shape_arg(axes) or tuple(reversed(range(self.ndim)))
         if len(axes) != self.ndim or len({a % max(self.ndim, 1) for a in axes}) < self.ndim:
             swap = (f"; to swap two axes, as PyTorch's transpose(a, b) does, use swapaxes{axes}"
@@ -490,7 +491,7 @@ class Tensor:
             raise ValueError(f"transpose: axes {axes} are not a permutation of the {self.ndim} axes "
                              f"of a tensor of shape {self.shape}{swap}")
         positive = _axes("transpose", axes, self.ndim)   # each axis in range
-        if len(axes) == 2 and positive == (0, 1):   # numpy's "keep both axes", PyTorch's "swap them"
+        if pair and positive == (0, 1):   # numpy's "keep both axes", PyTorch's "swap them"
             warnings.warn(f"transpose{axes} on a 2-d tensor keeps its axes (numpy's meaning: a permutation); "
                           f"to swap them, as PyTorch's transpose{axes} does, use swapaxes{axes} or .T", stacklevel=2)
         inverse = tuple(positive.index(i) for i in range(self.ndim))   # where each axis went

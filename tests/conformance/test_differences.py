@@ -3,6 +3,7 @@ each with its reason), it does what its documentation says: one test per entry, 
 it, checks tensorgrad's behaviour, and PyTorch's where that shows the difference. Every
 entry of the table has its test here, and every test here has its entry."""
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -116,6 +117,9 @@ def test_transpose_takes_a_permutation():
     compare(lambda x: x.transpose(2, 0, 1), lambda x: x.permute(2, 0, 1), np.zeros((2, 3, 4)))
     with pytest.raises(ValueError, match="swapaxes"):
         tg.zeros(2, 3, 4).transpose(-2, -1)
+    with warnings.catch_warnings():   # spellings that mean "keep the axes" in both say nothing
+        warnings.simplefilter("error")
+        tg.zeros(2, 3).swapaxes(0, 0), tg.zeros(2, 3).permute(0, 1), tg.zeros(2, 3).transpose((0, 1))
 
 
 def test_empty_axis_tuple_reduces_nothing():
