@@ -11,7 +11,7 @@ import pytest
 
 import tensorgrad as tg
 
-from .torch_compare import DELIBERATE_DIFFERENCES, INTEGERS, compare, to_torch_dtype, torch
+from .torch_compare import DELIBERATE_DIFFERENCES, FLOAT_FUNCTIONS, INTEGERS, compare, to_torch_dtype, torch
 
 pytestmark = pytest.mark.torch
 
@@ -68,13 +68,7 @@ def test_the_integer_rules_of_the_table():
 
 
 FLOAT_FUNCTIONS_OF_INTEGERS = {
-    "exp": (lambda x: x.exp(), torch.exp),
-    "log": (lambda x: x.log(), torch.log),
-    "sqrt": (lambda x: x.sqrt(), torch.sqrt),
-    "tanh": (lambda x: x.tanh(), torch.tanh),
-    "sigmoid": (lambda x: x.sigmoid(), torch.sigmoid),
-    "sin": (lambda x: x.sin(), torch.sin),
-    "cos": (lambda x: x.cos(), torch.cos),
+    **FLOAT_FUNCTIONS,
     "logsumexp": (lambda x: x.logsumexp(axis=-1), lambda x: torch.logsumexp(x, -1)),
     "div": (lambda x: x / x, lambda x: x / x),
     "pow_float": (lambda x: x ** 0.5, lambda x: x ** 0.5),

@@ -9,25 +9,17 @@ from hypothesis import given, strategies as st
 
 import tensorgrad as tg
 
-from .torch_compare import FLOATS, INTEGERS, arrays, compare, edge_values, shapes, torch
+from .torch_compare import (FLOAT_FUNCTIONS, FLOAT_INPUT_FUNCTIONS, FLOATS, INTEGERS, arrays, compare, edge_values,
+                            shapes, torch)
 
-F = torch.nn.functional
 pytestmark = pytest.mark.torch
 
 # name: (tensorgrad, PyTorch). clip's bounds are 1 and 3 apart from 0: the edge values -1 and
 # 3.0 sit exactly on them, where the gradient is 1 (the bounds are inclusive, as PyTorch's)
 UNARY = {
     "neg": (lambda x: -x, lambda x: -x),
-    "exp": (lambda x: x.exp(), torch.exp),
-    "log": (lambda x: x.log(), torch.log),
-    "sqrt": (lambda x: x.sqrt(), torch.sqrt),
-    "abs": (lambda x: x.abs(), torch.abs),
-    "tanh": (lambda x: x.tanh(), torch.tanh),
-    "sigmoid": (lambda x: x.sigmoid(), torch.sigmoid),
-    "relu": (lambda x: x.relu(), torch.relu),
-    "gelu": (lambda x: x.gelu(), lambda x: F.gelu(x, approximate="tanh")),
-    "sin": (lambda x: x.sin(), torch.sin),
-    "cos": (lambda x: x.cos(), torch.cos),
+    **FLOAT_FUNCTIONS,
+    **FLOAT_INPUT_FUNCTIONS,
     "clip": (lambda x: x.clip(-1.0, 3.0), lambda x: x.clamp(-1.0, 3.0)),
     "clip_keywords": (lambda x: x.clip(min=-1.0, max=3.0), lambda x: x.clamp(min=-1.0, max=3.0)),
     "clip_min_only": (lambda x: x.clip(min=-1.0), lambda x: x.clamp(min=-1.0)),

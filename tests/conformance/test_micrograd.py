@@ -9,7 +9,7 @@ import pytest
 
 import tensorgrad as tg
 
-from .torch_compare import FLOATS, TOLERANCE, compare, to_torch_dtype, torch
+from .torch_compare import FLOAT_FUNCTIONS, FLOAT_INPUT_FUNCTIONS, FLOATS, TOLERANCE, compare, to_torch_dtype, torch
 
 pytestmark = pytest.mark.torch
 
@@ -90,7 +90,6 @@ def test_a_node_used_twice_at_0d():
 
 
 # ---- every op at 0-d, its output used more than once: y = f(x) + f(x) * x ----------------
-F = torch.nn.functional
 ZERO_D_OPS = {
     "neg": (lambda x: -x, lambda x: -x),
     "add": (lambda x: x + x, lambda x: x + x),
@@ -100,16 +99,8 @@ ZERO_D_OPS = {
     "pow": (lambda x: x ** 3, lambda x: x ** 3),
     "pow_tensor": (lambda x: x ** x, lambda x: x ** x),
     "rpow": (lambda x: 2 ** x, lambda x: 2 ** x),
-    "exp": (lambda x: x.exp(), torch.exp),
-    "log": (lambda x: x.log(), torch.log),
-    "sqrt": (lambda x: x.sqrt(), torch.sqrt),
-    "abs": (lambda x: x.abs(), torch.abs),
-    "tanh": (lambda x: x.tanh(), torch.tanh),
-    "sigmoid": (lambda x: x.sigmoid(), torch.sigmoid),
-    "relu": (lambda x: x.relu(), torch.relu),
-    "gelu": (lambda x: x.gelu(), lambda x: F.gelu(x, approximate="tanh")),
-    "sin": (lambda x: x.sin(), torch.sin),
-    "cos": (lambda x: x.cos(), torch.cos),
+    **FLOAT_FUNCTIONS,
+    **FLOAT_INPUT_FUNCTIONS,
     "clip": (lambda x: x.clip(0.0, 1.0), lambda x: x.clamp(0.0, 1.0)),
     "maximum": (lambda x: tg.maximum(x, 0.5 * x), lambda x: torch.maximum(x, 0.5 * x)),
     "minimum": (lambda x: tg.minimum(x, 0.5 * x), lambda x: torch.minimum(x, 0.5 * x)),

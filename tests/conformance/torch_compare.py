@@ -190,6 +190,25 @@ def to_torch_dtype(dtype):
     return torch.from_numpy(np.zeros(0, dtype)).dtype
 
 
+# ---- the elementwise functions every grid takes: name: (tensorgrad, PyTorch) -------------
+# floats out of any input (integers too: PyTorch's rule, test_dtypes.py)
+FLOAT_FUNCTIONS = {
+    "exp": (lambda x: x.exp(), torch.exp),
+    "log": (lambda x: x.log(), torch.log),
+    "sqrt": (lambda x: x.sqrt(), torch.sqrt),
+    "tanh": (lambda x: x.tanh(), torch.tanh),
+    "sigmoid": (lambda x: x.sigmoid(), torch.sigmoid),
+    "sin": (lambda x: x.sin(), torch.sin),
+    "cos": (lambda x: x.cos(), torch.cos),
+}
+# and those with a kink, or only for floats
+FLOAT_INPUT_FUNCTIONS = {
+    "abs": (lambda x: x.abs(), torch.abs),
+    "relu": (lambda x: x.relu(), torch.relu),
+    "gelu": (lambda x: x.gelu(), lambda x: torch.nn.functional.gelu(x, approximate="tanh")),
+}
+
+
 # ---- where tensorgrad differs from PyTorch on purpose ----------------------------------
 # Each entry is tested, as tensorgrad's own documented behaviour, in test_differences.py
 # (a test named after its key); the grids elsewhere compare everything else with PyTorch.
