@@ -359,6 +359,7 @@ def test_memory_stays_flat_over_a_training_like_loop():
                     p.data -= 0.05 * p.grad
                     p.grad = None
             losses.append(loss.item())
+            gc.collect()   # what is still held, not garbage whose turn to be collected has not come
             memory.append(tracemalloc.get_traced_memory()[0])
     finally:
         tracemalloc.stop()
