@@ -7,9 +7,9 @@ the hand-written code itself, and the step is timed against the hand-written one
 The variants, each in a fresh process:
 - as it is: the model as nn builds it;
 - blocks fused: each block one node; the engine still builds and runs the rest (the
-  embeddings, ln_f, the head, cross-entropy), and train.parallel still splits the batch and
+  embeddings, ln_f, the head, cross-entropy), and tgtrain.parallel still splits the batch and
   the update;
-- blocks fused, no undo copy: also without train.parallel.KeptState's copy of each process's
+- blocks fused, no undo copy: also without tgtrain.parallel.KeptState's copy of each process's
   group just before its update.
 In each process, tensorgrad's data-parallel step (2 processes of one BLAS thread each, as the
 main job) and the hand-written one's alternate in blocks of --steps steps, 4 blocks each; the
@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nn  # noqa: E402
-import train  # noqa: E402
+import tgtrain  # noqa: E402
 import numpy_step  # noqa: E402
 import tensorgrad as tg  # noqa: E402
 from nn import functional as F  # noqa: E402
@@ -70,12 +70,12 @@ def apply(variant):
     if "fuse" in changes:
         nn.transformer.TransformerBlock.forward = fused_block_forward
     if "no keep" in changes:
-        train.parallel.KeptState.keep = lambda kept, k: None
+        tgtrain.parallel.KeptState.keep = lambda kept, k: None
 
 
 def child(variant, steps, blocks=4, processes=2):
     """In a fresh process: print the median ms of tensorgrad's and the hand-written step's blocks."""
-    train.memory.keep_freed_memory()
+    tgtrain.memory.keep_freed_memory()
     apply(variant)
     config = dict(CONFIG, batch_size=6 * processes)
     engines = [tensorgrad_trainer(gpt(config), processes)[0], numpy_trainer(gpt(config), processes)[0]]

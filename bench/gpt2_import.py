@@ -7,7 +7,7 @@ Builds a GPT-2 small shaped nn.GPT (n_embd 768, 12 layers, 12 heads, vocabulary 
 positions, tied: 124M parameters, 498 MB of float32) with random weights and exports it with
 nn.export.to_gpt2 into a temporary folder; then each reader loads the folder in a fresh
 process, `repeats` times: the time of the call, and its peak memory above the process's
-peak before it (train.memory.peak_resident_mib: Linux's VmHWM, which a new process starts
+peak before it (tgtrain.memory.peak_resident_mib: Linux's VmHWM, which a new process starts
 afresh). The folder is read once beforehand, so every reader finds it in the page cache.
 """
 import argparse
@@ -32,7 +32,7 @@ READERS = {   # each one a program run in a fresh process: it prints the load's 
 }
 PROGRAM = """
 import json, sys, time
-from train.memory import peak_resident_mib
+from tgtrain.memory import peak_resident_mib
 folder = sys.argv[1]
 {imports}
 before = peak_resident_mib()

@@ -5,15 +5,15 @@ the same step written by hand in numpy.
 
 Both engines train the same model (bench/torch_gpt.py is nn.GPT's twin, weights copied
 over) on the same batches with the same optimizer, each on --threads cores: tensorgrad
-splits the batch across that many processes of one BLAS thread each (train.parallel, as
+splits the batch across that many processes of one BLAS thread each (tgtrain.parallel, as
 demos/train_chargpt.py trains), PyTorch splits each op across that many threads.
 "numpy" is bench/numpy_step.py: the same step with every gradient derived by hand, no
 autodiff, its batch split across the same processes; tensorgrad / numpy is the engine's
 own cost. For the default model the script also times one process each: tensorgrad's
-step (train.parallel with one process) and the hand-written one on --threads BLAS threads
+step (tgtrain.parallel with one process) and the hand-written one on --threads BLAS threads
 (tensorgrad's elementwise passes on as many of its own threads, tensorgrad.threads),
-and a loop of your own as docs/main-job.md writes it (`train.keep_freed_memory()`, then
-`logits, loss = model(x, y)`, `loss.backward()`, clip, `opt.step()`, no train.parallel).
+and a loop of your own as docs/main-job.md writes it (`tgtrain.keep_freed_memory()`, then
+`logits, loss = model(x, y)`, `loss.backward()`, clip, `opt.step()`, no tgtrain.parallel).
 Each engine runs in a fresh process of
 its own: in one process, OpenBLAS's worker threads (numpy) and PyTorch's OpenMP threads
 spin-wait for work on the same two cores and slow each other down. The processes
@@ -48,7 +48,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nn  # noqa: E402
 import tensorgrad  # noqa: E402
-import train  # noqa: E402
+import tgtrain  # noqa: E402
 
 CONFIG = dict(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, batch_size=12)
 OPTIMIZER = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
@@ -142,7 +142,7 @@ def tensorgrad_trainer(model, processes=1):
     """The training step of demos/train_chargpt.py: the batch split across `processes`.
     Returns (step, worker pids)."""
     optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
-    parallel = train.parallel.DataParallel(model, processes, optimizer)
+    parallel = tgtrain.parallel.DataParallel(model, processes, optimizer)
 
     def step(x, y):
         optimizer.zero_grad()
@@ -153,7 +153,7 @@ def tensorgrad_trainer(model, processes=1):
 
 
 def readme_loop(model):
-    """The loop of your own (docs/main-job.md), step by step, without train.parallel.
+    """The loop of your own (docs/main-job.md), step by step, without tgtrain.parallel.
     Returns (step, no pids)."""
     optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
 
@@ -197,9 +197,9 @@ def torch_trainer(tg_model, threads):
 def child(engine, config, steps, threads, warmup=3):
     """In a fresh process: train `steps` steps; print the median ms per step and peak MiB.
     Only the pytorch child imports torch. Every child keeps freed memory for reuse, as the
-    training job and a loop of your own do (train.keep_freed_memory; PyTorch's own allocator does
+    training job and a loop of your own do (tgtrain.keep_freed_memory; PyTorch's own allocator does
     so anyway)."""
-    train.keep_freed_memory()
+    tgtrain.keep_freed_memory()
     model = gpt(config)
     processes = threads if engine in DATA_PARALLEL else 1
     make = {"tensorgrad": tensorgrad_trainer, "tensorgrad-1": tensorgrad_trainer, "numpy": numpy_trainer,
@@ -212,7 +212,7 @@ def child(engine, config, steps, threads, warmup=3):
         step(x, y)
         if i >= warmup:
             times.append(time.perf_counter() - start)
-    print(1e3 * float(np.median(times)), train.memory.peak_resident_mib(workers))
+    print(1e3 * float(np.median(times)), tgtrain.memory.peak_resident_mib(workers))
 
 
 def run_child(engine, config, steps, threads):
@@ -247,7 +247,7 @@ def main():
     parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    # tensorgrad's processes split the batch (train.parallel), each multiplying on one BLAS core, as
+    # tensorgrad's processes split the batch (tgtrain.parallel), each multiplying on one BLAS core, as
     # demos/train_chargpt.py runs, and so do the hand-written step's; PyTorch's threads split each op
     blas = limit_threads(1 if args.child in DATA_PARALLEL else args.threads)
     if args.child:
@@ -296,7 +296,7 @@ def main():
     print(f"\none process each, nanoGPT CPU config: tensorgrad and numpy on {args.threads} BLAS threads"
           + (f" (pytorch: the figure above, {args.threads} threads)" if has_torch else ""))
     print(f"{'step':44s} {'ms':>6s} {'ratio to numpy':>14s} {'ratio to pytorch':>16s}")
-    rows = [("tensorgrad (train.parallel, one process)", "tensorgrad-1"), ("numpy (bench/numpy_step.py)", "numpy-1"),
+    rows = [("tensorgrad (tgtrain.parallel, one process)", "tensorgrad-1"), ("numpy (bench/numpy_step.py)", "numpy-1"),
             ("a loop of your own (docs/main-job.md)", "readme")]
     for title, engine in rows:
         line = f"{title:44s} {ms[engine]:6.1f} {ms[engine] / ms['numpy-1']:14.2f}"

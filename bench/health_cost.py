@@ -3,7 +3,7 @@
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/health_cost.py [--rounds 100]
 
 The default job's step (nanoGPT's CPU model, batch split across 2 processes, clip, AdamW)
-runs in one process, alternately without and with train.health's measurement around the
+runs in one process, alternately without and with tgtrain.health's measurement around the
 update (a forward of the batch without a graph, the gradient norms, a copy of the weights,
 the update ratios and the CSV rewritten), so drifting machine load hits both alike. Then
 the health picture is drawn once, as the job draws it at the end. The cost at the default
@@ -23,10 +23,10 @@ from threadpoolctl import threadpool_limits
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..", "demos")]
 import nn  # noqa: E402
-import train  # noqa: E402
+import tgtrain  # noqa: E402
 from gpt_step import CONFIG, GRAD_CLIP, OPTIMIZER  # noqa: E402
-from train.flags import Config  # noqa: E402
-from train.health import plot_health  # noqa: E402
+from tgtrain.flags import Config  # noqa: E402
+from tgtrain.health import plot_health  # noqa: E402
 
 STEPS, MEASURED = Config.max_iters, -(-Config.max_iters // Config.eval_interval)   # 2000 steps, 8 measured
 
@@ -44,9 +44,9 @@ def main():
     optimizer = nn.optim.AdamW(model.parameters(), **OPTIMIZER)
     if args.processes > 1:
         threadpool_limits(1)
-    parallel = train.parallel.DataParallel(model, args.processes, optimizer)
+    parallel = tgtrain.parallel.DataParallel(model, args.processes, optimizer)
     folder = tempfile.mkdtemp()
-    health = train.health.HealthLog(model, os.path.join(folder, "bench.health.csv"))
+    health = tgtrain.health.HealthLog(model, os.path.join(folder, "bench.health.csv"))
     per_step = len(health.shapes) + config["n_layer"]   # rows: one per parameter and block
     rng = np.random.default_rng(0)
     seconds = {False: [], True: []}

@@ -19,7 +19,7 @@ half as fast), products written straight into the views where their results go, 
 in place, the gradients written into arrays made once, the optimizer allocating nothing.
 
 With processes > 1 the batch is split across that many forked processes, as
-train.parallel.DataParallel splits it: the weights, each process's gradients and the
+tgtrain.parallel.DataParallel splits it: the weights, each process's gradients and the
 optimizer's moments live in shared memory; each process sums one group of the
 parameters' gradients and then updates that group. tests/test_numpy_step.py checks the
 loss, every gradient and the update against tensorgrad's.
@@ -34,7 +34,7 @@ import weakref
 import numpy as np
 
 from nn.optim import adam_update
-from train.parallel import balanced_groups, receive, serve, shared_arrays, stop_workers
+from tgtrain.parallel import balanced_groups, receive, serve, shared_arrays, stop_workers
 
 GELU_C, GELU_K = math.sqrt(2 / math.pi), 0.044715   # GELU's tanh approximation: c·(x + k·x³)
 

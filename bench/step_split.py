@@ -8,13 +8,13 @@ One process on one BLAS thread trains the default model on --rows rows (6: what 
 main job's 2 processes does with its half of the batch of 12): tensorgrad with the loop of your
 own that docs/main-job.md shows, the hand-written step with its own. With --processes 2, each
 engine splits a batch of 2 x --rows rows across 2 processes of one BLAS thread each, as the main job does
-(train.parallel.DataParallel, and the hand-written step's own split); the table is then the
+(tgtrain.parallel.DataParallel, and the hand-written step's own split); the table is then the
 first process's step, with four rows more for what the split costs it: copying the
 gradients the other process adds up into shared memory (tensorgrad only: the hand-written
 step writes them there in the first place), adding up its group of the processes'
 gradients (the hand-written step also takes the gradient's norm there; tensorgrad's is in
 clip_grad_norm, the optimizer row), the copy of its group's weights and optimizer state
-that lets a run survive a worker killed mid-update (tensorgrad only: train.parallel.KeptState),
+that lets a run survive a worker killed mid-update (tensorgrad only: tgtrain.parallel.KeptState),
 and waiting for the other process's replies. Each moment of a step
 is charged to the innermost timed region open then: each op's forward and its vjps (the
 fused ops, and the primitives the model uses), make_op (graph building), backward's
@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nn  # noqa: E402
-import train  # noqa: E402
+import tgtrain  # noqa: E402
 import numpy_step  # noqa: E402
 import tensorgrad  # noqa: E402
 from gpt_step import (CONFIG, GRAD_CLIP, OPTIMIZER, batches, cpu_ticks, gpt, limit_threads, matmul_rate,  # noqa: E402
@@ -133,7 +133,7 @@ class Products:
 
 def instrument_tensorgrad(clock):
     """Time every op the model uses, forward and vjps, make_op and backward's accumulation;
-    and train.parallel's steps (the optimizer's too), for a data-parallel step. Call it before
+    and tgtrain.parallel's steps (the optimizer's too), for a data-parallel step. Call it before
     DataParallel forks its workers: they then time themselves as this process does, and
     run as fast (or as slowly)."""
     ops = [(F, "linear", "linear"), (F, "layer_norm", "layer_norm"), (F, "cross_entropy", "cross_entropy"),
@@ -150,10 +150,10 @@ def instrument_tensorgrad(clock):
         return make_op(op, data, inputs, vjps, *args, **kwargs)
     ops_module.make_op = F.make_op = nn.transformer.make_op = clock.timed("graph building", make_timed_op)
     autograd.Accumulator.add = clock.timed("accumulate", autograd.Accumulator.add)
-    parallel = train.parallel
+    parallel = tgtrain.parallel
     for attribute, region in [("_publish_grads", "publish"), ("_sum", "sum"), ("clip_grad_norm", "optimizer")]:
         setattr(parallel, attribute, clock.timed(region, getattr(parallel, attribute)))
-    train.workers.receive = clock.timed("waiting", train.workers.receive)   # where the step waits for its workers
+    tgtrain.workers.receive = clock.timed("waiting", tgtrain.workers.receive)   # where the step waits for its workers
     parallel.KeptState.keep = clock.timed("keep", parallel.KeptState.keep)
     nn.optim.Optimizer.step = clock.timed("optimizer", nn.optim.Optimizer.step)
 
@@ -161,7 +161,7 @@ def instrument_tensorgrad(clock):
 def tensorgrad_step(model, processes=1, clock=None):
     """The loop of your own (docs/main-job.md), its optimizer phase timed when a clock is
     given; with processes > 1,
-    the main job's step, split across them by train.parallel (gpt_step.py's, whose optimizer
+    the main job's step, split across them by tgtrain.parallel (gpt_step.py's, whose optimizer
     instrument_tensorgrad times)."""
     if processes > 1:
         return tensorgrad_trainer(model, processes)[0]
@@ -244,7 +244,7 @@ def main():
     if processes < 1:
         parser.error(f"--processes must be at least 1, got {processes}")
     blas = limit_threads(1)
-    train.memory.keep_freed_memory()
+    tgtrain.memory.keep_freed_memory()
     print(f"numpy {np.__version__}, BLAS: {blas}")
     ticks = cpu_ticks()
     config = CONFIG

@@ -7,7 +7,7 @@ sizes and a wider model's.
 
 Before each timed call a matrix product runs on BLAS's --threads threads, as in a training
 step: OpenBLAS's threads then spin for a while on the cores that tensorgrad's threads want.
-Freed memory is kept for reuse (train.keep_freed_memory), as in the training job, so that each
+Freed memory is kept for reuse (tgtrain.keep_freed_memory), as in the training job, so that each
 call's new arrays are not fresh pages from the system: faulting those in is slow, and with
 threads it would look as if the threads paid. Each figure is the median of 100 calls, the best
 over --rounds alternating rounds. The split costs a fixed hand-over per call (a thread woken,
@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nn  # noqa: E402
 import tensorgrad as tg  # noqa: E402
-import train  # noqa: E402
+import tgtrain  # noqa: E402
 from nn import functional as F  # noqa: E402
 from tensorgrad import threads  # noqa: E402
 
@@ -70,7 +70,7 @@ def main():
     args = parser.parse_args()
     from gpt_step import cpu_model, cpu_ticks, limit_threads, stolen_share
     blas = limit_threads(args.threads)
-    train.keep_freed_memory()
+    tgtrain.keep_freed_memory()
     print(f"CPU: {cpu_model()}; numpy {np.__version__}, BLAS: {blas}")
     print(f"MIN_ELEMENTS_PER_THREAD = {threads.MIN_ELEMENTS_PER_THREAD:,}, "
           f"TILE_ELEMENTS = {threads.TILE_ELEMENTS:,}\n")

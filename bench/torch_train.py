@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "demos"))
 from torch_gpt import TorchGPT, adamw  # noqa: E402
-from train.flags import Config  # noqa: E402
+from tgtrain.flags import Config  # noqa: E402
 
 import nn  # noqa: E402
 from nn import data  # noqa: E402

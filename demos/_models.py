@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 import nn
-import train
+import tgtrain
 from nn import data
 
 
@@ -23,14 +23,14 @@ def local_text(source=None):
 
 def train_char_model(corpus, steps, block_size, batch_size, n_layer, n_head, n_embd, pos="learned",
                      model_block_size=None, lr=2e-3, seed=0, label="training"):
-    """A GPT trained by train.fit (AdamW, warmup, cosine decay, clipping) on windows of
+    """A GPT trained by tgtrain.fit (AdamW, warmup, cosine decay, clipping) on windows of
     `block_size` characters of corpus.train (an nn.data.CharData). model_block_size, when
     larger, gives the model a longer position table than it ever trains on. Returns (model,
     final loss)."""
     nn.manual_seed(seed)
     model = nn.GPT(corpus.tokenizer.vocab_size, model_block_size or block_size, n_layer, n_head, n_embd,
                    pos=pos)
-    return train.fit(model, corpus.train, steps, block_size, batch_size, lr=lr, seed=seed, label=label)
+    return tgtrain.fit(model, corpus.train, steps, block_size, batch_size, lr=lr, seed=seed, label=label)
 
 
 def load_model(path):
@@ -39,7 +39,7 @@ def load_model(path):
     vocabulary nn.export.to_gpt2 writes, or else its tokenizer.json read by the `tokenizers`
     library (GPT-2's byte-level BPE)."""
     if not os.path.isdir(path):
-        return train.start.load_checkpoint(path)
+        return tgtrain.start.load_checkpoint(path)
     model = nn.GPT.from_gpt2(path)
     nn.checkpoint.check_logits(path, model)
     tokenizer = nn.export.char_tokenizer(path) or SubwordTokenizer(os.path.join(path, nn.export.TOKENIZER))

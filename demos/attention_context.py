@@ -22,7 +22,7 @@ two among them. Two models learn from the rest:
    on new ones; and on sentences with words of both senses, 배's own phrase saying which, to
    see where a bag of neighbours stops. In the article's pair, the word's embedding
    is one and the same row of the table; its attention output is not.
-2. A character language model (nn.GPT, trained by train.fit on next-character cross-entropy,
+2. A character language model (nn.GPT, trained by tgtrain.fit on next-character cross-entropy,
    on the same text): whether, after '배', it expects the right sense's continuations in
    each held-out context, and the attention from the '배' position over the characters before
    it in a held-out boat context and a held-out belly context. A causal model at '배' sees
@@ -270,7 +270,7 @@ def language_model(training, held_out, quick):
     tokenizer = data.CharTokenizer(train_text)
     corpus = data.CharData(tokenizer, tokenizer.encode(train_text), tokenizer.encode(held_text))
     print(f"part 2: a character GPT ({size['n_layer']} layers, {size['n_head']} heads, {size['n_embd']} dims), "
-          f"trained by train.fit {steps} steps on the same sentences as text ({len(train_text):,} characters, "
+          f"trained by tgtrain.fit {steps} steps on the same sentences as text ({len(train_text):,} characters, "
           f"{tokenizer.vocab_size} distinct)")
     model, _ = train_char_model(corpus, steps, block_size, batch_size=16, lr=3e-3, label="language model", **size)
     losses = {name: mean_loss(model, split, block_size) for name, split in (("training", corpus.train),

@@ -26,7 +26,7 @@ from nn import data
 
 from _common import (HANGUL, SLIDE, finish, load_model, local_text, parse_args, pyplot, save_figure, table,
                      train_char_model, write_report)
-from train.flags import POSITIVE, POSITIVE_COUNT
+from tgtrain.flags import POSITIVE, POSITIVE_COUNT
 
 NAME = "attention_heads"
 SENTENCE = "Return the sum of a and b."   # short enough to label every character on a slide

@@ -18,7 +18,7 @@ import tensorgrad as tg
 from nn import data
 
 from _common import finish, local_text, parse_args, pyplot, save_figure, table, train_char_model, write_report
-from train.flags import POSITIVE_COUNT
+from tgtrain.flags import POSITIVE_COUNT
 
 NAME = "attention_length"
 COLORS = {"sinusoidal": "tab:blue", "none": "tab:green", "learned": "tab:orange"}

@@ -21,7 +21,7 @@ import tensorgrad as tg
 from nn import data
 
 from _common import finish, local_text, parse_args, pyplot, save_figure, table, train_char_model, write_report
-from train.flags import POSITIVE_COUNT
+from tgtrain.flags import POSITIVE_COUNT
 
 NAME = "attention_scale"
 FRACTIONS = (0.01, 0.1, 1.0)
@@ -91,7 +91,7 @@ def losses(model, train_text, val, n_windows=256):
 
 def train_on(corpus, fraction, steps, n_embd, lr=LR, n_windows=256, seed=0, label=None, **model):
     """The n_embd-wide GPT (2 layers and 4 heads unless `model`, nn.GPT's keywords, says
-    otherwise) trained by train.fit for `steps` steps of BATCH windows of BLOCK characters on
+    otherwise) trained by tgtrain.fit for `steps` steps of BATCH windows of BLOCK characters on
     `fraction` of corpus.train (part()). Returns dict(characters, parameters, train, val
     (losses()), model)."""
     text = part(corpus.train, fraction)
@@ -135,7 +135,7 @@ def main():
                   "trigram table"], rows)
     text += (f"\n\ncells: mean next-character loss (nats) on the model's own training text / on the validation "
              f"split ({len(corpus.val):,} characters), over {n_windows} windows of {BLOCK};\neach model: 2 layers, "
-             f"4 heads, {steps} AdamW steps of {BATCH} windows of {BLOCK} characters (train.fit, peak lr {LR}); a part "
+             f"4 heads, {steps} AdamW steps of {BATCH} windows of {BLOCK} characters (tgtrain.fit, peak lr {LR}); a part "
              f"is the first 1% (10%) of each of 100 even stretches of the training split\ntrigram table: each "
              f"character from the two before it, add-0.1 counts of the same part, on the whole validation split")
     val = {key: run["val"] for key, run in runs.items()}

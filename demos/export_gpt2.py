@@ -21,7 +21,7 @@ import sys
 
 import nn
 from _models import load_model   # demos/ is on the path when a demo runs
-from train.outputs import printable_output, same_file
+from tgtrain.outputs import printable_output, same_file
 
 WRITES = (nn.export.CONFIG, nn.export.WEIGHTS, nn.export.TOKENIZER, nn.export.TOKENIZER_CONFIG)
 

@@ -13,8 +13,8 @@ import sys
 
 import nn
 from _models import load_model   # demos/ is on the path when a demo runs
-from train.flags import COUNT, NON_NEGATIVE, POSITIVE_COUNT, SEED
-from train.outputs import printable_output
+from tgtrain.flags import COUNT, NON_NEGATIVE, POSITIVE_COUNT, SEED
+from tgtrain.outputs import printable_output
 
 
 def main(argv=None):
@@ -28,7 +28,7 @@ def main(argv=None):
     parser.add_argument("--top_k", type=POSITIVE_COUNT, default=200,
                         help="sample only among the k most likely characters (default: 200)")
     parser.add_argument("--seed", type=SEED, default=1337, help="seed of the sampling (default: 1337)")
-    args = parser.parse_args(argv)   # each number checked as it is read (train/flags.py)
+    args = parser.parse_args(argv)   # each number checked as it is read (tgtrain/flags.py)
     if not args.prompt:
         parser.error("--prompt is empty: give at least one character to start from")
     printable_output()   # a vocabulary a terminal's encoding cannot show (Korean in Latin-1): escaped

@@ -15,11 +15,11 @@ stops after the current step, writes the checkpoint and exits with status 130 (S
 same, 143); --resume continues from it exactly as if the run had never stopped (from an
 .npz checkpoint of tensorgrad 0.1 too).
 
-This file is the loop; the machinery around it is the train package: the flags and their
-checks (train/flags.py), the outputs claimed and locked before step 0 (train/start.py), the
-run's state and its checkpoint (train/run.py), its stops (train/stops.py), a checkpoint's run
-state checked on --resume (train/resume.py), the memory a step needs (train/memory.py), the
-batch split across processes (train/parallel.py), the gradient health (train/health.py).
+This file is the loop; the machinery around it is the tgtrain package: the flags and their
+checks (tgtrain/flags.py), the outputs claimed and locked before step 0 (tgtrain/start.py), the
+run's state and its checkpoint (tgtrain/run.py), its stops (tgtrain/stops.py), a checkpoint's run
+state checked on --resume (tgtrain/resume.py), the memory a step needs (tgtrain/memory.py), the
+batch split across processes (tgtrain/parallel.py), the gradient health (tgtrain/health.py).
 Exit status: 0 done, 1 an error, 2 a bad flag (or one the machine cannot hold), 3 a nan or
 inf loss or gradient (the checkpoint on disk stays the last finite one), 130 Ctrl-C, 143
 SIGTERM.
@@ -32,35 +32,35 @@ from tqdm import tqdm
 
 import nn
 import tensorgrad as tg
-import train
+import tgtrain
 from nn import data
-from train.evaluate import full_split_loss, on_a_terminal, sample
-from train.outputs import printable_output
-from train.stops import JobError, NonFinite, Stopped
+from tgtrain.evaluate import full_split_loss, on_a_terminal, sample
+from tgtrain.outputs import printable_output
+from tgtrain.stops import JobError, NonFinite, Stopped
 
 
 def main(argv=None):
     printable_output()   # a file name that is not UTF-8, Korean text in a Latin-1 locale: escaped, not a traceback
-    config, given = train.flags.parse_config(argv, __doc__)
-    train.keep_freed_memory()   # each step's graph is freed whole: reuse its memory, don't re-fault it
-    interrupt = train.stops.Interrupt()   # from now on, Ctrl-C and SIGTERM end the job with their status and one line
-    with train.start.claim_outputs(config):   # first: a resumed run reads a checkpoint that no other run writes
+    config, given = tgtrain.flags.parse_config(argv, __doc__)
+    tgtrain.keep_freed_memory()   # each step's graph is freed whole: reuse its memory, don't re-fault it
+    interrupt = tgtrain.stops.Interrupt()   # from now on, Ctrl-C and SIGTERM end the job with their status and one line
+    with tgtrain.start.claim_outputs(config):   # first: a resumed run reads a checkpoint that no other run writes
         checkpoint = None
         if config.resume:   # a resumed run takes its model, tokenizer and settings from the checkpoint
-            checkpoint = train.start.load_checkpoint(config.out)   # (model, tokenizer, meta)
-            config = train.resume.resumed_config(config, given, checkpoint)   # its run state checked first
-        train.start.check_outputs(config)   # now that the corpus is known: not one of the outputs
-        run_job(train.flags.within_cores(config), interrupt, checkpoint)
+            checkpoint = tgtrain.start.load_checkpoint(config.out)   # (model, tokenizer, meta)
+            config = tgtrain.resume.resumed_config(config, given, checkpoint)   # its run state checked first
+        tgtrain.start.check_outputs(config)   # now that the corpus is known: not one of the outputs
+        run_job(tgtrain.flags.within_cores(config), interrupt, checkpoint)
 
 
 def build(config, checkpoint=None):
     """The corpus (a regular file, at most half the memory available as ids), the model (new,
     or the checkpoint's, once its step is known to fit in memory) and its AdamW optimizer."""
-    text, about = data.load_corpus(config.data, max_bytes=train.memory.corpus_limit())
+    text, about = data.load_corpus(config.data, max_bytes=tgtrain.memory.corpus_limit())
     print(f"corpus: {about}")
     corpus = data.prepare(text, config.block_size, name=config.data)
     print(corpus.summary())
-    train.start.require_memory(config, corpus.tokenizer.vocab_size)
+    tgtrain.start.require_memory(config, corpus.tokenizer.vocab_size)
     if checkpoint:
         model, tokenizer, _ = checkpoint
         if corpus.tokenizer != tokenizer:
@@ -77,29 +77,29 @@ def build(config, checkpoint=None):
 
 def run_job(config, interrupt, checkpoint=None):
     """The run, from the corpus to the final checkpoint and sample; `checkpoint` (model,
-    tokenizer, meta), when given, is the run it continues; `interrupt` (train.stops.Interrupt)
+    tokenizer, meta), when given, is the run it continues; `interrupt` (tgtrain.stops.Interrupt)
     the stops it heeds."""
     corpus, model, optimizer = build(config, checkpoint)
     if config.processes > 1:   # the processes are the parallelism: one core each, not two apiece
         threadpool_limits(1)   # for BLAS's matrix products
         tg.set_num_threads(1)  # and for tensorgrad's elementwise work
-    parallel = train.DataParallel(model, config.processes, optimizer, reply_timeout=config.worker_timeout,
+    parallel = tgtrain.DataParallel(model, config.processes, optimizer, reply_timeout=config.worker_timeout,
                                   stopping=lambda: interrupt.requested)   # forks its workers now
-    run = train.run.Run(config, corpus, model, optimizer, checkpoint)   # step, history, random streams
+    run = tgtrain.run.Run(config, corpus, model, optimizer, checkpoint)   # step, history, random streams
     print(f"model: {model.num_parameters():,} parameters (n_layer {config.n_layer}, n_head {config.n_head}, "
           f"n_embd {config.n_embd}, block_size {config.block_size})"
           + (f"; resuming from {run.out} at step {run.step}" if checkpoint else ""))
     started, first_step, seconds, full, lost = time.perf_counter(), run.step, 0.0, None, None
     # from here a first stop lets the step (or the evaluation's batch) end, then saves; a second quits at once
-    with interrupt.deferred(), train.stops.quitting(run):
+    with interrupt.deferred(), tgtrain.stops.quitting(run):
         try:
             seconds = train_steps(run, parallel, interrupt)
             if not interrupt.requested and (run.evaluated(run.step) or run.evaluate(parallel, interrupt)):
                 full = full_split_loss(parallel, corpus.val, config.block_size, config.batch_size, interrupt)
-        except train.WorkerDied as died:   # died, or stopped answering: the run cannot go on without it
+        except tgtrain.WorkerDied as died:   # died, or stopped answering: the run cannot go on without it
             lost = died
         if full is None:   # Ctrl-C, SIGTERM or a worker lost, in training or in the final evaluation
-            train.stops.stop(run, interrupt, lost)   # saves the last completed step, then exits
+            tgtrain.stops.stop(run, interrupt, lost)   # saves the last completed step, then exits
         report(run, parallel, full, seconds, run.step - first_step, time.perf_counter() - started, interrupt)
 
 
@@ -169,7 +169,7 @@ def report(run, parallel, full, seconds, steps, wall, interrupt):
     tokens = steps * run.config.batch_size * run.config.block_size
     workers = [process.pid for _, process in parallel.workers]
     print(f"training: {seconds:.1f} s in {steps} steps, {tokens / max(seconds, 1e-9):,.0f} tokens/s; wall time "
-          f"with evaluations {wall:.1f} s; peak memory {train.peak_resident_mib(workers):.0f} MiB "
+          f"with evaluations {wall:.1f} s; peak memory {tgtrain.peak_resident_mib(workers):.0f} MiB "
           f"({1 + len(workers)} process(es) added up)")
     run.save(full_val_loss=full)
     run.plot()
@@ -178,7 +178,7 @@ def report(run, parallel, full, seconds, steps, wall, interrupt):
     print(f"checkpoint: {run.out}")
     text = sample(run.model, run.corpus.tokenizer, run.config.seed, interrupt)
     if text is None:   # a stop in the final save, plots or sample
-        print(f"{train.stops.how(interrupt.signal)} at the end of the run: checkpoint written to {run.out} "
+        print(f"{tgtrain.stops.how(interrupt.signal)} at the end of the run: checkpoint written to {run.out} "
               f"(step {run.step}, the last); no sample")
         sys.exit(128 + interrupt.signal)
     print(f"--- sample ---\n{text}\n---")

@@ -60,7 +60,7 @@ import lab
 import messages
 from grading import NEEDS_WORK, NOT_STARTED, PASSES, grade_file, recheck
 from messages import say
-from train.workers import held   # signals that wait while a worker starts or ends: the job's own
+from tgtrain.workers import held   # signals that wait while a worker starts or ends: the job's own
 
 TIMEOUT = 10.0       # seconds a check (or a step of a long one: lab.tell) may take
 PREPARING = 300.0    # seconds what an exercise prepares before its first step may take (lab.preparing)

@@ -10,7 +10,7 @@ without turning it into a float (which would overflow).
     checks.FRACTION(0.5), checks.FRACTION(1.0)        # True, False
     checks.FRACTION.expected                          # "a number in [0, 1)": the words of a refusal
 
-A Check is a test and the words that say what passes it; the flags (train/flags.py), the GPT's
+A Check is a test and the words that say what passes it; the flags (tgtrain/flags.py), the GPT's
 settings (nn/config.py), the checkpoint and GPT-2 readers and the run state --resume reads all
 check with these.
 """

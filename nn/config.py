@@ -10,7 +10,7 @@ the fields are nn.GPT's arguments, in its order, and the required ones are its s
 A wrong value is a ValueError naming the field. Every reader of a GPT's settings checks them
 with this description: a checkpoint's model_config (nn/checkpoint.py, gpt_config), the keys of
 a GPT-2 config.json that become these fields (nn/gpt2.py) and the main job's flags, which take
-each field's check and help (train/flags.py).
+each field's check and help (tgtrain/flags.py).
 """
 from dataclasses import MISSING, asdict, dataclass, field, fields
 

@@ -1,7 +1,7 @@
 """The random number generator of nn: parameter init and dropout draw from it, so one
 seed makes a run repeatable, and its state can travel in a checkpoint. It is tensorgrad's
 generator, so nn.manual_seed is tg.manual_seed (PyTorch's torch.manual_seed).
-train.parallel runs each part of a batch drawing from a generator of its own, seeded from
+tgtrain.parallel runs each part of a batch drawing from a generator of its own, seeded from
 this one (drawing_from), so a run is repeatable for a given number of processes."""
 import contextlib
 

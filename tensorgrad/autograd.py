@@ -162,7 +162,7 @@ def backward(root, grad=None, retain_graph=False, intermediate_grads=True):
     With intermediate_grads=False (PyTorch's way), an intermediate's .grad is dropped too,
     once it has been sent on to the node's inputs: only the leaves keep one, and the
     backward holds only the gradients still on their way (for a training step whose graph
-    nobody looks at, as train.parallel's parts: their peak memory falls by a third).
+    nobody looks at, as tgtrain.parallel's parts: their peak memory falls by a third).
     """
     order = backward_order(root)
     seed = first_gradient(root, grad)

@@ -292,7 +292,7 @@ def test_the_page_files_are_package_data_of_a_plain_install(tmp_path):
     pytest.importorskip("setuptools")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, tmp_path / name)
-    for package in ("tensorgrad", "nn", "train"):
+    for package in ("tensorgrad", "nn", "tgtrain"):
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                            "-q", "-w", str(tmp_path / "dist"), str(tmp_path)], capture_output=True, text=True)

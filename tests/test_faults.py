@@ -41,7 +41,7 @@ import pytest
 import safetensors.numpy
 
 import nn
-import train
+import tgtrain
 from test_parallel import alive
 from test_train_chargpt import REPO, TINY, command, corpus, environment, run  # noqa: F401 (corpus: a fixture)
 
@@ -280,7 +280,7 @@ def test_a_new_run_never_replaces_a_checkpoint_or_a_log_unasked(corpus, good):
 
 def test_a_busy_out_is_refused_naming_the_pid_that_holds_it(corpus, tmp_path):
     out = tmp_path / "busy.safetensors"
-    with train.outputs.RunLock(f"{out}.lock"):
+    with tgtrain.outputs.RunLock(f"{out}.lock"):
         result = job("--data", corpus, *TINY, "--out", out)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert (f"--out {out} is busy: {out}.lock is held by process {os.getpid()}, another run writing the same "
@@ -290,7 +290,7 @@ def test_a_busy_out_is_refused_naming_the_pid_that_holds_it(corpus, tmp_path):
 
 def test_a_lock_left_by_a_killed_run_is_taken_over(corpus, tmp_path):
     out = tmp_path / "stale.safetensors"
-    holder = subprocess.Popen([sys.executable, "-c", f"import train, time; lock = train.outputs.RunLock({str(out)!r} + "
+    holder = subprocess.Popen([sys.executable, "-c", f"import tgtrain, time; lock = tgtrain.outputs.RunLock({str(out)!r} + "
                                                      "'.lock'); print('locked', flush=True); time.sleep(60)"],
                               stdout=subprocess.PIPE, text=True, env=environment())
     assert holder.stdout.readline() == "locked\n"
@@ -303,13 +303,13 @@ def test_a_lock_left_by_a_killed_run_is_taken_over(corpus, tmp_path):
 
 def test_run_lock_is_exclusive_and_released_whole(tmp_path):
     path = tmp_path / "x.lock"
-    with train.outputs.RunLock(path):
+    with tgtrain.outputs.RunLock(path):
         assert path.read_text() == f"{os.getpid()}\n"
-        with pytest.raises(train.outputs.Busy) as busy:   # a second open file, even in this process
-            train.outputs.RunLock(path)
+        with pytest.raises(tgtrain.outputs.Busy) as busy:   # a second open file, even in this process
+            tgtrain.outputs.RunLock(path)
         assert busy.value.pid == os.getpid()
     assert not path.exists()
-    with train.outputs.RunLock(path):   # free again
+    with tgtrain.outputs.RunLock(path):   # free again
         pass
 
 
@@ -320,13 +320,13 @@ def test_check_clashes_compares_files_not_spellings(tmp_path):
     hard_link(tmp_path / "hard.txt", target)
     for alias in ("link.txt", "hard.txt", "./corpus.txt", "sub/../corpus.txt"):
         (tmp_path / "sub").mkdir(exist_ok=True)
-        with pytest.raises(train.outputs.OutputError, match="would overwrite the corpus"):
-            train.outputs.check_clashes({"checkpoint": tmp_path / alias}, {"corpus": target})
-    with pytest.raises(train.outputs.OutputError, match="the checkpoint and the loss log would be one file"):
-        train.outputs.check_clashes({"checkpoint": tmp_path / "a.csv", "loss log": tmp_path / "a.csv"}, {})
-    with pytest.raises(train.outputs.OutputError, match="would replace a folder"):
-        train.outputs.check_clashes({"checkpoint": tmp_path / "sub"}, {})
-    train.outputs.check_clashes({"checkpoint": tmp_path / "new.safetensors", "loss log": tmp_path / "new.csv"},
+        with pytest.raises(tgtrain.outputs.OutputError, match="would overwrite the corpus"):
+            tgtrain.outputs.check_clashes({"checkpoint": tmp_path / alias}, {"corpus": target})
+    with pytest.raises(tgtrain.outputs.OutputError, match="the checkpoint and the loss log would be one file"):
+        tgtrain.outputs.check_clashes({"checkpoint": tmp_path / "a.csv", "loss log": tmp_path / "a.csv"}, {})
+    with pytest.raises(tgtrain.outputs.OutputError, match="would replace a folder"):
+        tgtrain.outputs.check_clashes({"checkpoint": tmp_path / "sub"}, {})
+    tgtrain.outputs.check_clashes({"checkpoint": tmp_path / "new.safetensors", "loss log": tmp_path / "new.csv"},
                              {"corpus": target})
 
 
@@ -496,7 +496,7 @@ BAD_TRAIN_FLAGS = [
 
 @pytest.mark.parametrize("args, message", BAD_TRAIN_FLAGS, ids=[" ".join(args) for args, _ in BAD_TRAIN_FLAGS])
 def test_every_bad_flag_of_the_job_is_a_usage_error(capsys, args, message):
-    assert message in refused(lambda: train.flags.parse_config(args), capsys)   # the job's flags
+    assert message in refused(lambda: tgtrain.flags.parse_config(args), capsys)   # the job's flags
 
 
 def test_a_bad_flag_exits_2_before_anything_is_read_or_written(tmp_path):

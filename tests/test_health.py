@@ -1,5 +1,5 @@
-"""train.health: gradient norms, update ratios and block statistics against hand computations,
-its CSV, the same measurements through train.parallel.DataParallel, and bench/health_cost.py."""
+"""tgtrain.health: gradient norms, update ratios and block statistics against hand computations,
+its CSV, the same measurements through tgtrain.parallel.DataParallel, and bench/health_cost.py."""
 import math
 import re
 import subprocess
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import nn
-import train
+import tgtrain
 import tensorgrad as tg
-from train import health
+from tgtrain import health
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -160,7 +160,7 @@ def test_data_parallel_gives_the_measurements_of_one_process():
     for processes in (1, 2):
         model = gpt()
         optimizer = nn.optim.AdamW(model.parameters(), lr=1e-2)
-        parallel = train.parallel.DataParallel(model, processes, optimizer)
+        parallel = tgtrain.parallel.DataParallel(model, processes, optimizer)
         log = health.HealthLog(model)
         for step in range(2):
             optimizer.zero_grad()

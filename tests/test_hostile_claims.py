@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import nn
-import train
+import tgtrain
 from nn import data
 from test_data import CONTENT, remote_for, server  # noqa: F401 (server: a fixture)
 from test_faults import files, good, job, leftovers, start, trained, wait_for  # noqa: F401 (fixtures)
@@ -90,7 +90,7 @@ def test_a_lock_file_a_killed_run_left_is_replaced_by_one_of_this_run(tmp_path):
         path = tmp_path / "x.lock"
         path.write_text(left)
         with open(path) as old:   # held open: its inode stays its own, and shows whether it was written into
-            with train.outputs.RunLock(path):
+            with tgtrain.outputs.RunLock(path):
                 assert path.read_text() == f"{os.getpid()}\n"
                 assert not os.path.samestat(os.fstat(old.fileno()), path.stat()) and old.read() == left
         assert not path.exists()
@@ -99,14 +99,14 @@ def test_a_lock_file_a_killed_run_left_is_replaced_by_one_of_this_run(tmp_path):
 def test_the_clash_check_covers_every_path_a_run_writes_locks_included(tmp_path):
     target = tmp_path / "corpus.txt"
     target.write_text("text")
-    claimed = train.outputs.claimed(tmp_path / "run.safetensors")
+    claimed = tgtrain.outputs.claimed(tmp_path / "run.safetensors")
     assert sorted(path.name for path in claimed.values()) == sorted(
         ["run.safetensors", "run.csv", "run.png", "run.health.csv", "run.health.png", "run.safetensors.lock",
          "run.csv.lock", "run.png.lock", "run.health.csv.lock", "run.health.png.lock"])
     os.symlink(target, tmp_path / "run.health.png.lock")
-    with pytest.raises(train.outputs.OutputError, match="the lock of the gradient health plot .* would overwrite "
+    with pytest.raises(tgtrain.outputs.OutputError, match="the lock of the gradient health plot .* would overwrite "
                                                         "the corpus"):
-        train.outputs.check_clashes(claimed, {"corpus": target})
+        tgtrain.outputs.check_clashes(claimed, {"corpus": target})
 
 
 # ---- 2. temporaries: a name no user file has; only abandoned ones removed -------------------------
@@ -129,7 +129,7 @@ def test_a_checkpoint_named_like_a_temporary_survives_resume_and_its_locks_hold(
     first = start("--resume", "--out", out, "--max_iters", 10**6, "--eval_interval", 10**5)
     try:
         assert wait_for(first, r"model: .*; resuming from .* at step 2$")
-        locks = [path for path in train.outputs.claimed(out).values() if path.name.endswith(".lock")]
+        locks = [path for path in tgtrain.outputs.claimed(out).values() if path.name.endswith(".lock")]
         assert all(path.exists() for path in locks) and files(tmp_path).keys() >= saved.keys()
         second = job("--resume", "--out", out, "--max_iters", 10**6)
     finally:
@@ -147,7 +147,7 @@ def test_a_temporary_of_a_file_another_run_holds_the_lock_of_is_kept_though_its_
     other = tmp_path / "other.csv"
     temporary = tmp_path / f".tmp-{dead_pid()}-{TOKEN}-{other.name}"
     temporary.write_text("being written")
-    with train.outputs.RunLock(train.outputs.lock_of(other)):
+    with tgtrain.outputs.RunLock(tgtrain.outputs.lock_of(other)):
         result = run("train_chargpt.py", "--data", corpus, *SHORT, "--out", tmp_path / "run.safetensors")
         assert "removed" not in result.stdout and temporary.exists()
     result = run("train_chargpt.py", "--resume", "--out", tmp_path / "run.safetensors", "--max_iters", 3)
@@ -252,7 +252,7 @@ def test_resume_takes_the_lock_before_it_reads_the_checkpoint(good):
     """Another run holds --out: the resumed run must not read (and later act on) the file that
     run is writing. Here the file is mid-write garbage: the refusal is the lock's, not the read's."""
     good.write_bytes(b"half of a checkpoint another run is writing")
-    with train.outputs.RunLock(f"{good}.lock"):
+    with tgtrain.outputs.RunLock(f"{good}.lock"):
         result = job("--resume", "--out", good)
     assert result.returncode == 1
     assert (f"--out {good} is busy: {good}.lock is held by process {os.getpid()}, another run writing the same "

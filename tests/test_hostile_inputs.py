@@ -22,7 +22,7 @@ import pytest
 import safetensors
 
 import nn
-import train
+import tgtrain
 from test_faults import good, job, trained  # noqa: F401 (fixtures)
 from test_hostile_files import (CHARS, assert_one_line_refusal, checkpoint, folder,  # noqa: F401 (folder: a fixture)
                                 subword_tokenizer_json, tiny_gpt)
@@ -97,10 +97,10 @@ def test_a_damaged_health_log_names_the_file_in_a_bounded_line(good, damage, mes
 
 
 def test_a_health_log_larger_than_a_run_can_write_is_refused_by_its_size(good):
-    """The job's bound is the corpus's (train.memory.corpus_limit); here one of 100 bytes."""
+    """The job's bound is the corpus's (tgtrain.memory.corpus_limit); here one of 100 bytes."""
     log, model = good.with_suffix(".health.csv"), nn.checkpoint.load_gpt(good)[0]
     with pytest.raises(ValueError, match=f"{log}: more than 100 bytes, more than a gradient health log"):
-        train.health.HealthLog(model, log, resume_step=20, max_bytes=100)
+        tgtrain.health.HealthLog(model, log, resume_step=20, max_bytes=100)
 
 
 # ---- 6. names and locales ---------------------------------------------------------------------

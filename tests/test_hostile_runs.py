@@ -32,7 +32,7 @@ import safetensors
 import safetensors.numpy
 
 import nn
-import train
+import tgtrain
 from test_faults import children, files, good, job, leftovers, start, trained, wait_for  # noqa: F401 (fixtures)
 from test_parallel import alive, batch, gpt
 from test_train_chargpt import TINY, corpus, environment, run  # noqa: F401 (corpus: a fixture)
@@ -103,13 +103,13 @@ def test_two_runs_whose_out_share_a_stem_never_write_one_log(corpus, tmp_path):
 
 def test_each_output_has_a_lock_of_its_own_while_a_run_holds_them(corpus, tmp_path):
     out = tmp_path / "run.safetensors"
-    config, _ = train.flags.parse_config(["--data", str(corpus), "--out", str(out)])
-    with train.start.claim_outputs(config):
+    config, _ = tgtrain.flags.parse_config(["--data", str(corpus), "--out", str(out)])
+    with tgtrain.start.claim_outputs(config):
         assert sorted(name for name in os.listdir(tmp_path) if name.endswith(".lock")) == [
             "run.csv.lock", "run.health.csv.lock", "run.health.png.lock", "run.png.lock", "run.safetensors.lock"]
-        other, _ = train.flags.parse_config(["--data", str(corpus), "--out", str(tmp_path / "run.health.safetensors")])
-        with pytest.raises(train.stops.JobError, match=rf"its loss log {re.escape(str(tmp_path))}/run.health.csv is busy"):
-            with train.start.claim_outputs(other):   # its loss log is the first run's health log
+        other, _ = tgtrain.flags.parse_config(["--data", str(corpus), "--out", str(tmp_path / "run.health.safetensors")])
+        with pytest.raises(tgtrain.stops.JobError, match=rf"its loss log {re.escape(str(tmp_path))}/run.health.csv is busy"):
+            with tgtrain.start.claim_outputs(other):   # its loss log is the first run's health log
                 pass
         assert not (tmp_path / "run.health.safetensors.lock").exists()   # the locks it took are let go
     assert leftovers(tmp_path) == []
@@ -156,10 +156,10 @@ def test_a_run_state_rewritten_with_its_checksum_is_refused_naming_the_field(goo
     change, message = BAD_RUN_STATE[name]
     rewrite_metadata(good, change)
     before = files(good.parent)
-    config, given = train.flags.parse_config(["--resume", "--out", str(good)])
-    checkpoint = train.start.load_checkpoint(config.out)
+    config, given = tgtrain.flags.parse_config(["--resume", "--out", str(good)])
+    checkpoint = tgtrain.start.load_checkpoint(config.out)
     with pytest.raises(nn.CheckpointError) as refused:
-        train.resume.resumed_config(config, given, checkpoint)
+        tgtrain.resume.resumed_config(config, given, checkpoint)
     assert f"{good}: cannot resume from it: its metadata's {message}" in str(refused.value)
     assert "\n" not in str(refused.value) and files(good.parent) == before
 
@@ -192,7 +192,7 @@ def test_metadata_that_is_a_list_is_refused_naming_the_file(good):
 def test_processes_10000_from_a_checkpoint_runs_on_the_cores_there_are(good):
     rewrite_metadata(good, edit(config_processes=10000))
     result = run("train_chargpt.py", "--resume", "--out", good, "--max_iters", 22)
-    cores = train.flags.cores()
+    cores = tgtrain.flags.cores()
     assert f"--processes 10000 is more than the {cores} core(s) this job may use: running {cores} processes" \
            in result.stdout
     assert re.search(rf"peak memory \d+ MiB \({cores} process\(es\) added up\)", result.stdout)
@@ -211,12 +211,12 @@ def test_a_min_lr_above_lr_after_the_merge_is_a_usage_error_and_the_file_stays(g
 
 
 def test_a_setting_is_held_to_its_flags_check():
-    assert train.flags.setting("lr", 1) == 1.0 and type(train.flags.setting("lr", 1)) is float
-    assert train.flags.setting("tie_weights", True) is True and train.flags.setting("data", "x.txt") == "x.txt"
+    assert tgtrain.flags.setting("lr", 1) == 1.0 and type(tgtrain.flags.setting("lr", 1)) is float
+    assert tgtrain.flags.setting("tie_weights", True) is True and tgtrain.flags.setting("data", "x.txt") == "x.txt"
     for name, value in [("lr", math.nan), ("lr", "0.1"), ("lr", True), ("batch_size", 2.0), ("dropout", 1.0),
                         ("seed", 2**32), ("max_iters", -1), ("resume", 1), ("out", None)]:
         with pytest.raises(ValueError):
-            train.flags.setting(name, value)
+            tgtrain.flags.setting(name, value)
 
 
 # ---- 3. the exit-3 message names a file that is truly finite ----------------------------------
@@ -236,19 +236,19 @@ def test_the_checkpoint_a_divergence_names_is_finite_and_holds_that_step(good):
 def test_a_state_with_a_nan_is_never_written(corpus, tmp_path):
     """A weight no batch reaches can be nan while the loss is finite: save() refuses to write
     it (NonFinite), and the file keeps the last finite step, as the message says."""
-    config = train.flags.Config(data=str(corpus), out=str(tmp_path / "run.safetensors"), n_layer=1, n_head=2,
+    config = tgtrain.flags.Config(data=str(corpus), out=str(tmp_path / "run.safetensors"), n_layer=1, n_head=2,
                                 n_embd=16, block_size=8)
     text, _ = nn.data.load_corpus(config.data)
     corpus_data = nn.data.prepare(text, config.block_size)
     nn.manual_seed(0)
     model = nn.GPT(corpus_data.tokenizer.vocab_size, 8, 1, 2, 16)
     optimizer = nn.optim.AdamW(model.parameters())
-    state = train.run.Run(config, corpus_data, model, optimizer)
+    state = tgtrain.run.Run(config, corpus_data, model, optimizer)
     state.save()
     before = state.out.read_bytes()
     state.stepped()
     optimizer.m[3][...] = np.inf
-    with pytest.raises(train.stops.NonFinite, match=rf"step 1: optimizer/\S+ holds a nan or an inf .*: not written; "
+    with pytest.raises(tgtrain.stops.NonFinite, match=rf"step 1: optimizer/\S+ holds a nan or an inf .*: not written; "
                                                   rf"{re.escape(str(state.out))} keeps step 0, the last finite"):
         state.save()
     assert state.out.read_bytes() == before
@@ -277,7 +277,7 @@ def test_a_model_that_cannot_fit_is_refused_before_it_is_built(corpus, tmp_path)
                                    dict(n_layer=3, n_head=2, n_embd=96, block_size=32, batch_size=16)])
 def test_the_memory_estimate_is_within_a_factor_of_a_measured_step(shape):
     """tracemalloc's peak (numpy reports its arrays to it) of making the model and AdamW and
-    taking steps, against train.memory.step_bytes."""
+    taking steps, against tgtrain.memory.step_bytes."""
     B = shape.pop("batch_size")
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, 65, (B, shape["block_size"])), rng.integers(0, 65, (B, shape["block_size"]))
@@ -294,14 +294,14 @@ def test_the_memory_estimate_is_within_a_factor_of_a_measured_step(shape):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    need = train.memory.step_bytes(model.config, B)
+    need = tgtrain.memory.step_bytes(model.config, B)
     assert 1 / 1.5 < (need["parameters"] + need["activations"]) / peak < 1.5, (need, peak)
 
 
 SAVE = """
 import sys
 import numpy as np
-import nn, train
+import nn, tgtrain
 nn.manual_seed(0)
 model = nn.GPT(65, 64, 4, 4, 256)
 optimizer = nn.optim.AdamW(model.parameters())
@@ -315,7 +315,7 @@ with open("/proc/self/clear_refs", "w") as clear:
 before = resident("VmRSS")
 weights = [p.data.copy() for p in model.parameters()]   # as the gradient health's snapshot
 nn.save(sys.argv[1], model, optimizer, step=0)
-print(train.memory.step_bytes(model.config, 1)["checkpoint"] / (resident("VmHWM") - before))
+print(tgtrain.memory.step_bytes(model.config, 1)["checkpoint"] / (resident("VmHWM") - before))
 """
 
 
@@ -332,20 +332,20 @@ def test_the_checkpoint_estimate_is_within_a_factor_of_what_a_save_takes(tmp_pat
                                     dict(vocab_size=29, block_size=8, n_layer=1, n_head=2, n_embd=16, tie_weights=True),
                                     dict(vocab_size=7, block_size=5, n_layer=3, n_head=1, n_embd=8, pos="sinusoidal")])
 def test_the_parameters_are_counted_from_the_shape_alone(config):
-    assert train.memory.gpt_parameters(**config) == nn.GPT(**config).num_parameters()
+    assert tgtrain.memory.gpt_parameters(**config) == nn.GPT(**config).num_parameters()
 
 
 @pytest.mark.skipif(not LINUX, reason="/proc/meminfo")
 def test_the_memory_available_is_linuxs_own_figure():
     with open("/proc/meminfo") as meminfo:
         total = next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemTotal:"))
-    assert 0 < train.memory.available_bytes() <= total
+    assert 0 < tgtrain.memory.available_bytes() <= total
 
 
 def test_processes_above_the_cores_are_capped_with_a_line(corpus, tmp_path):
     result = run("train_chargpt.py", "--data", corpus, *TINY, "--max_iters", 2, "--eval_interval", 1,
                  "--processes", 10000, "--out", tmp_path / "run.safetensors")
-    cores = train.flags.cores()
+    cores = tgtrain.flags.cores()
     assert f"--processes 10000 is more than the {cores} core(s) this job may use: running {cores} processes\n" \
            in result.stdout
     assert f"({cores} process(es) added up)" in result.stdout
@@ -353,10 +353,10 @@ def test_processes_above_the_cores_are_capped_with_a_line(corpus, tmp_path):
 
 def test_a_min_lr_above_lr_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as stop:
-        train.flags.parse_config(["--lr", "0.001", "--min_lr", "0.01"])
+        tgtrain.flags.parse_config(["--lr", "0.001", "--min_lr", "0.01"])
     assert stop.value.code == 2
     assert "--min_lr 0.01 is above --lr 0.001: the cosine decay would raise the learning rate" in capsys.readouterr().err
-    train.flags.parse_config(["--lr", "0.001", "--min_lr", "0.001"])   # equal: a constant rate after warmup
+    tgtrain.flags.parse_config(["--lr", "0.001", "--min_lr", "0.001"])   # equal: a constant rate after warmup
 
 
 # ---- 6. the corpus is a regular file of a sane size -------------------------------------------
@@ -401,7 +401,7 @@ def test_after_a_refused_corpus_the_next_run_on_that_out_works(corpus, tmp_path)
 
 
 def test_a_sparse_corpus_of_many_gib_is_refused_before_it_is_read(tmp_path):
-    limit = train.memory.corpus_limit()
+    limit = tgtrain.memory.corpus_limit()
     if limit is None:
         pytest.skip("the memory available is unknown here: no bound")
     path, out = tmp_path / "huge.txt", tmp_path / "run.safetensors"
@@ -428,13 +428,13 @@ def kill_if_running(pids):
 @needs_proc
 def test_a_stopped_worker_is_noticed_named_and_killed_and_the_next_call_works():
     model, (x, y) = gpt(), batch()
-    parallel = train.parallel.DataParallel(model, 2, reply_timeout=1.0)
+    parallel = tgtrain.parallel.DataParallel(model, 2, reply_timeout=1.0)
     parallel.forward_backward(x, y)
     _, process = parallel.workers[0]
     os.kill(process.pid, signal.SIGSTOP)
     started = time.monotonic()
     try:
-        with pytest.raises(train.WorkerDied, match=rf"worker process {process.pid} stopped answering \(no answer in "
+        with pytest.raises(tgtrain.WorkerDied, match=rf"worker process {process.pid} stopped answering \(no answer in "
                                                    r"\d+ s; it was stopped \(SIGSTOP"):
             parallel.forward_backward(x, y)
     finally:
@@ -449,13 +449,13 @@ def test_a_stopped_worker_is_noticed_named_and_killed_and_the_next_call_works():
 def test_a_stop_cuts_the_wait_for_a_stopped_worker_short():
     stopping = []
     model, (x, y) = gpt(), batch()
-    parallel = train.parallel.DataParallel(model, 2, reply_timeout=600, stopping=lambda: bool(stopping))
+    parallel = tgtrain.parallel.DataParallel(model, 2, reply_timeout=600, stopping=lambda: bool(stopping))
     _, process = parallel.workers[0]
     os.kill(process.pid, signal.SIGSTOP)
     stopping.append(True)   # as Interrupt does on Ctrl-C
     started = time.monotonic()
     try:
-        with pytest.raises(train.WorkerDied, match="stopped answering"):
+        with pytest.raises(tgtrain.WorkerDied, match="stopped answering"):
             parallel.loss(x, y)
     finally:
         kill_if_running([process.pid])
@@ -466,15 +466,15 @@ def test_a_stop_cuts_the_wait_for_a_stopped_worker_short():
 def test_the_reply_timeout_must_be_a_positive_number_of_seconds():
     for timeout in (0, -1, math.nan, math.inf):
         with pytest.raises(ValueError, match="reply_timeout must be a finite number of seconds > 0"):
-            train.parallel.DataParallel(gpt(), 2, reply_timeout=timeout)
+            tgtrain.parallel.DataParallel(gpt(), 2, reply_timeout=timeout)
 
 
 STOPPED_TRAINER = """
 import numpy as np
 import nn
-import train
+import tgtrain
 nn.manual_seed(0)
-parallel = train.parallel.DataParallel(nn.GPT(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16), 2)
+parallel = tgtrain.parallel.DataParallel(nn.GPT(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16), 2)
 x = np.zeros((6, 8), dtype=np.int64)
 parallel.forward_backward(x, x)   # the worker has answered: it is in its loop
 print(*[process.pid for _, process in parallel.workers], flush=True)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import nn
-import train
+import tgtrain
 from test_faults import children, good, leftovers, start, trained, wait_for  # noqa: F401 (fixtures)
 from test_hostile_runs import kill_if_running, needs_proc
 from test_parallel import alive
@@ -145,7 +145,7 @@ def test_a_stop_in_a_sample_drops_the_sample_at_once_and_raises_the_flag():
     """The mechanism: Interrupt.unless_stopped runs work that changes nothing, and a stop ends it
     where it is (SIGTERM is sent while the model generates)."""
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    interrupt = train.stops.Interrupt()
+    interrupt = tgtrain.stops.Interrupt()
     try:
         nn.manual_seed(0)
         model = nn.GPT(5, 8, 1, 1, 4)
@@ -160,7 +160,7 @@ def test_a_stop_in_a_sample_drops_the_sample_at_once_and_raises_the_flag():
             assert interrupt.unless_stopped(generate) is None
             assert time.monotonic() - started < 5 and interrupt.signal == signal.SIGTERM and generated
             assert interrupt.unless_stopped(generate) is None and len(generated) == 1   # stopped: not begun again
-            with pytest.raises(train.stops.Stopped):   # a second one quits at once, deferred or not
+            with pytest.raises(tgtrain.stops.Stopped):   # a second one quits at once, deferred or not
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(10)
     finally:
@@ -170,12 +170,12 @@ def test_a_stop_in_a_sample_drops_the_sample_at_once_and_raises_the_flag():
 
 def test_an_evaluation_asks_before_each_batch_whether_to_stop(good):
     model, tokenizer, meta = nn.checkpoint.load_gpt(good)
-    config = train.flags.Config(**{**meta["config"], "eval_iters": 50})
+    config = tgtrain.flags.Config(**{**meta["config"], "eval_iters": 50})
     text = "".join(tokenizer.chars) * 200
     corpus = nn.data.prepare(text, config.block_size)
     asked = []
-    parallel = train.DataParallel(model, 1)
-    assert train.evaluate.estimate_loss(parallel, corpus, config, lambda: len(asked) > 3 or asked.append(1)) is None
+    parallel = tgtrain.DataParallel(model, 1)
+    assert tgtrain.evaluate.estimate_loss(parallel, corpus, config, lambda: len(asked) > 3 or asked.append(1)) is None
     assert len(asked) == 4 and model.training   # four batches, then the stop; the model back in training mode
 
 

@@ -1,7 +1,9 @@
 """The packages keep to their jobs: tensorgrad never imports nn, nn never imports the
-training package (train) and does no process, lock, signal or allocator work of its own,
-and no module of tensorgrad, nn or train, and no demo, imports itself back in a cycle."""
+training package (tgtrain) and does no process, lock, signal or allocator work of its own,
+and no module of tensorgrad, nn or tgtrain, and no demo, imports itself back in a cycle.
+No package is named like a script a learner writes (train.py would hide it)."""
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # what only the training package may do: fork processes, lock files, catch signals, tune malloc
-TRAINING_ONLY = {"multiprocessing", "fcntl", "signal", "ctypes", "mmap", "threadpoolctl", "train"}
+TRAINING_ONLY = {"multiprocessing", "fcntl", "signal", "ctypes", "mmap", "threadpoolctl", "tgtrain"}
 
 
 def imports(path):
@@ -40,21 +42,21 @@ def module_name(path):
 def test_nn_does_no_process_lock_signal_or_allocator_work_and_never_imports_train():
     for path in sources("nn"):
         found = {name.split(".")[0] for name in imports(path)} & TRAINING_ONLY
-        assert not found, f"{path.relative_to(REPO)} imports {sorted(found)}: that belongs in train/"
+        assert not found, f"{path.relative_to(REPO)} imports {sorted(found)}: that belongs in tgtrain/"
         assert "mallopt" not in path.read_text(encoding="utf-8"), path
 
 
 def test_tensorgrad_never_imports_nn_and_nn_never_loads_train_at_run_time():
     for path in sources("tensorgrad"):
-        assert not {name.split(".")[0] for name in imports(path)} & {"nn", "train"}, path
+        assert not {name.split(".")[0] for name in imports(path)} & {"nn", "tgtrain"}, path
     done = subprocess.run([sys.executable, "-c", "import sys, nn; m = nn.GPT(11, 8, 1, 2, 16); "
                            "m(__import__('numpy').zeros((1, 8), int))[0]; "
-                           "print(sorted(set(sys.modules) & {'train', 'multiprocessing', 'threadpoolctl'}))"],
+                           "print(sorted(set(sys.modules) & {'tgtrain', 'multiprocessing', 'threadpoolctl'}))"],
                           capture_output=True, text=True, check=True, cwd=REPO)
     assert done.stdout.strip() == "[]", done.stdout
 
 
-@pytest.mark.parametrize("package", ["tensorgrad", "nn", "train"])
+@pytest.mark.parametrize("package", ["tensorgrad", "nn", "tgtrain"])
 def test_no_module_imports_another_that_imports_it_back(package):
     own = {module_name(path): path for path in sources(package)}
     edges = {name: {other for other in imports(path) if other in own and other != name and other != package}
@@ -93,16 +95,16 @@ def test_the_gpts_settings_are_described_once():
     import inspect
 
     import nn
-    import train
+    import tgtrain
     arguments = inspect.signature(nn.GPT).parameters
     fields = dataclasses.fields(nn.GPTConfig)
     assert [f.name for f in fields] == list(arguments)
     assert ({f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
             == {name: a.default for name, a in arguments.items() if a.default is not inspect.Parameter.empty})
     assert nn.config.POSITIONS == nn.GPT.POSITIONS
-    assert train.flags.MODEL_FIELDS == ("n_layer", "n_head", "n_embd", "block_size", "dropout", "tie_weights")
-    for name in train.flags.MODEL_FIELDS:
-        assert train.flags.FIELDS[name].metadata["check"] is nn.config.CHECKS[name], name
+    assert tgtrain.flags.MODEL_FIELDS == ("n_layer", "n_head", "n_embd", "block_size", "dropout", "tie_weights")
+    for name in tgtrain.flags.MODEL_FIELDS:
+        assert tgtrain.flags.FIELDS[name].metadata["check"] is nn.config.CHECKS[name], name
 
 
 def test_the_optimizer_has_a_plain_step():
@@ -121,3 +123,23 @@ def test_the_project_carries_the_mit_license_with_its_copyright_line():
     assert "Permission is hereby granted, free of charge" in text and 'THE SOFTWARE IS PROVIDED "AS IS"' in text
     config = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     assert 'license = "MIT"' in config and 'license-files = ["LICENSE"]' in config
+
+
+# scripts a learner names in the folder they run from; Python puts that folder first on
+# sys.path, so a package of the same name would be hidden by the learner's own file
+COMMON_SCRIPT_NAMES = {"train", "trainer", "training", "run", "model", "models", "data", "dataset", "utils",
+                       "util", "main", "config", "test", "eval", "evaluate", "sample", "gpt", "lib", "engine"}
+
+
+def test_no_installed_package_is_named_like_a_learners_script():
+    packages = re.search(r"^packages = \[(.*)\]$", (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    installed = {name.strip(' "') for name in packages.split(",")}
+    assert installed == {"tensorgrad", "nn", "tgtrain"}
+    assert not installed & COMMON_SCRIPT_NAMES
+
+
+def test_a_learners_train_py_does_not_hide_the_training_package(tmp_path):
+    (tmp_path / "train.py").write_text("import tgtrain\nprint(tgtrain.fit.__module__)\n")
+    done = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "tgtrain.fit"

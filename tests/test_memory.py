@@ -1,4 +1,4 @@
-"""train.memory: the allocator setting the training job applies (and a loop of your own in\none line), and its peak memory."""
+"""tgtrain.memory: the allocator setting the training job applies (and a loop of your own in\none line), and its peak memory."""
 import mmap
 import multiprocessing
 import subprocess
@@ -8,12 +8,12 @@ import time
 import pytest
 
 import nn
-import train
+import tgtrain
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt is a Linux setting")
 def test_keep_freed_memory_applies_on_linux_and_training_still_works():
-    assert train.memory.keep_freed_memory() is True
+    assert tgtrain.memory.keep_freed_memory() is True
     model = nn.Linear(4, 2)
     loss = model(nn.Parameter([[1.0, 2.0, 3.0, 4.0]])).sum()
     loss.backward()
@@ -21,13 +21,13 @@ def test_keep_freed_memory_applies_on_linux_and_training_still_works():
 
 
 def test_peak_resident_mib_adds_up_the_processes_given():
-    own = train.memory.peak_resident_mib()
+    own = tgtrain.memory.peak_resident_mib()
     assert 10 < own < 10_000
     if sys.platform.startswith("linux"):
         child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(2,))
         child.start()
         try:
-            both = train.memory.peak_resident_mib([child.pid])
+            both = tgtrain.memory.peak_resident_mib([child.pid])
             assert both > own
         finally:
             child.terminate()
@@ -37,14 +37,14 @@ def test_peak_resident_mib_adds_up_the_processes_given():
 # A step's activations, as glibc sees them: many arrays of about a MiB, made and then all freed.
 # With glibc's defaults, freeing them leaves that much free memory at the top of the heap, which
 # glibc hands back to the OS, so the next round faults every page in again; after the one line
-# train.keep_freed_memory(), the next round reuses it. nn itself never changes the setting.
+# tgtrain.keep_freed_memory(), the next round reuses it. nn itself never changes the setting.
 FAULTS_PER_ROUND = """
 import resource, sys
 import numpy as np
 import nn
 if sys.argv[1] == "keep":
-    import train
-    train.keep_freed_memory()
+    import tgtrain
+    tgtrain.keep_freed_memory()
 layer = nn.Linear(4, 2)
 layer(nn.Parameter(np.ones((1, 4)))).sum().backward()   # a training step of nn's: it changes nothing
 faults = []
@@ -53,7 +53,7 @@ for _ in range(4):
     activations = [np.ones(2**18, np.float32) for _ in range(64)]   # 64 arrays of 1 MiB
     del activations
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-print(max(faults[1:]), "train" in sys.modules)
+print(max(faults[1:]), "tgtrain" in sys.modules)
 """
 
 

@@ -1,4 +1,4 @@
-"""train.parallel: the batch split across processes gives the serial step's result, and the
+"""tgtrain.parallel: the batch split across processes gives the serial step's result, and the
 optimizer's update split across them gives the plain step's."""
 import os
 import signal
@@ -11,7 +11,7 @@ import pytest
 
 import nn
 import tensorgrad as tg
-import train
+import tgtrain
 from nn import optim
 from test_optim import SHAPES, grad_stream, params64, run
 
@@ -43,7 +43,7 @@ def serial_loss_and_grads(model, x, y):
 def test_the_parallel_loss_and_gradients_equal_one_backward_on_the_whole_batch(rows, processes):
     model, (x, y) = gpt(), batch(rows)
     loss, serial = serial_loss_and_grads(model, x, y)
-    parallel = train.parallel.DataParallel(model, processes)
+    parallel = tgtrain.parallel.DataParallel(model, processes)
     assert len(parallel.workers) == processes - 1
     assert parallel.forward_backward(x, y) == pytest.approx(loss, rel=1e-6)
     for p, expected in zip(model.parameters(), serial):
@@ -53,7 +53,7 @@ def test_the_parallel_loss_and_gradients_equal_one_backward_on_the_whole_batch(r
 
 def test_gradients_accumulate_into_existing_ones_as_backward_does():
     model, (x, y) = gpt(), batch()
-    parallel = train.parallel.DataParallel(model, 2)
+    parallel = tgtrain.parallel.DataParallel(model, 2)
     parallel.forward_backward(x, y)
     once = grads(model)
     parallel.forward_backward(x, y)
@@ -64,7 +64,7 @@ def test_gradients_accumulate_into_existing_ones_as_backward_does():
 
 def test_the_workers_see_every_in_place_update_of_the_weights():
     model, (x, y) = gpt(), batch()
-    parallel = train.parallel.DataParallel(model, 2)
+    parallel = tgtrain.parallel.DataParallel(model, 2)
     optimizer = nn.optim.AdamW(model.parameters(), lr=1e-2)
     for _ in range(3):   # the optimizer writes into the shared arrays, here in the main process
         optimizer.zero_grad()
@@ -81,7 +81,7 @@ def test_a_parallel_run_gives_the_same_numbers_every_time_dropout_included():
     def run():
         model, (x, y) = gpt(dropout=0.2), batch()
         optimizer = nn.optim.AdamW(model.parameters(), lr=1e-2)
-        parallel = train.parallel.DataParallel(model, 2)
+        parallel = tgtrain.parallel.DataParallel(model, 2)
         losses = []
         for _ in range(3):
             optimizer.zero_grad()
@@ -97,7 +97,7 @@ def test_a_parallel_run_gives_the_same_numbers_every_time_dropout_included():
 
 def test_loss_is_the_mean_loss_without_a_graph_in_the_models_mode():
     model, (x, y) = gpt(dropout=0.5), batch(7)
-    parallel = train.parallel.DataParallel(model, 3)
+    parallel = tgtrain.parallel.DataParallel(model, 3)
     model.eval()   # no dropout: the parts must give exactly the model's own number
     with tg.no_grad():
         expected = model(x, y)[1].item()
@@ -111,7 +111,7 @@ def test_loss_is_the_mean_loss_without_a_graph_in_the_models_mode():
 def test_one_process_runs_the_model_itself():
     model, (x, y) = gpt(), batch()
     arrays = [p.data for p in model.parameters()]
-    parallel = train.parallel.DataParallel(model, 1)
+    parallel = tgtrain.parallel.DataParallel(model, 1)
     assert parallel.workers == []
     assert all(p.data is a for p, a in zip(model.parameters(), arrays))   # nothing moved
     loss, _ = serial_loss_and_grads(model, x, y)
@@ -122,7 +122,7 @@ def test_one_process_runs_the_model_itself():
 def test_the_parameters_move_to_shared_memory_and_replaced_arrays_are_followed():
     model, (x, y) = gpt(), batch()
     before = [p.data.copy() for p in model.parameters()]
-    parallel = train.parallel.DataParallel(model, 2)
+    parallel = tgtrain.parallel.DataParallel(model, 2)
     for p, values in zip(model.parameters(), before):
         np.testing.assert_array_equal(p.data, values)   # same values, in a shared block now
     old_workers = list(parallel.workers)
@@ -137,7 +137,7 @@ def test_the_parameters_move_to_shared_memory_and_replaced_arrays_are_followed()
 
 def test_a_workers_error_is_raised_here_and_the_next_call_still_works():
     model, (x, y) = gpt(), batch()
-    parallel = train.parallel.DataParallel(model, 2)
+    parallel = tgtrain.parallel.DataParallel(model, 2)
     bad = y.copy()
     bad[-1, 0] = 99   # out of range, in the rows the worker gets
     with pytest.raises(RuntimeError, match="worker process failed(.|\n)*target 99 is out of range"):
@@ -154,7 +154,7 @@ def test_a_workers_error_is_raised_here_and_the_next_call_still_works():
 
 def test_close_stops_the_workers():
     model = gpt()
-    parallel = train.parallel.DataParallel(model, 3)
+    parallel = tgtrain.parallel.DataParallel(model, 3)
     processes = [process for _, process in parallel.workers]
     assert all(process.is_alive() for process in processes)
     parallel.close()
@@ -163,12 +163,12 @@ def test_close_stops_the_workers():
 
 def test_processes_must_be_positive():
     with pytest.raises(ValueError, match="processes must be at least 1"):
-        train.parallel.DataParallel(gpt(), 0)
+        tgtrain.parallel.DataParallel(gpt(), 0)
 
 
 def test_a_batch_smaller_than_the_processes_leaves_the_idle_workers_out():
     model, (x, y) = gpt(), batch(6)
-    parallel = train.parallel.DataParallel(model, 4)
+    parallel = tgtrain.parallel.DataParallel(model, 4)
     parallel.forward_backward(x, y)   # every worker runs
     model.zero_grad()
     got_loss = parallel.forward_backward(x[:1], y[:1])   # one row: only this process runs
@@ -182,11 +182,11 @@ def test_a_batch_smaller_than_the_processes_leaves_the_idle_workers_out():
 
 def test_a_killed_worker_is_reported_and_replaced_on_the_next_call():
     model, (x, y) = gpt(), batch()
-    parallel = train.parallel.DataParallel(model, 2)
+    parallel = tgtrain.parallel.DataParallel(model, 2)
     _, process = parallel.workers[0]
     process.kill()
     process.join()
-    with pytest.raises(train.parallel.WorkerDied, match=rf"worker process {process.pid} died \(killed by signal 9 \(SIGKILL\)\)"):
+    with pytest.raises(tgtrain.parallel.WorkerDied, match=rf"worker process {process.pid} died \(killed by signal 9 \(SIGKILL\)\)"):
         parallel.forward_backward(x, y)
     model.zero_grad()
     loss, serial = serial_loss_and_grads(model, x, y)
@@ -208,10 +208,10 @@ def test_a_worker_that_dies_in_the_middle_of_an_update_leaves_the_state_of_the_s
 
     model, (x, y) = gpt(), batch()
     optimizer = DiesMidUpdate(model.parameters(), lr=1e-2)
-    parallel = train.parallel.DataParallel(model, 3, optimizer)
+    parallel = tgtrain.parallel.DataParallel(model, 3, optimizer)
     parallel.forward_backward(x, y)
     weights, state = [p.data.copy() for p in model.parameters()], optimizer.state_dict()
-    with pytest.raises(train.parallel.WorkerDied, match=r"killed by signal 9 \(SIGKILL\)"):
+    with pytest.raises(tgtrain.parallel.WorkerDied, match=r"killed by signal 9 \(SIGKILL\)"):
         parallel.step(max_norm=1.0)
     assert all(np.array_equal(p.data, w) for p, w in zip(model.parameters(), weights))
     assert all(np.array_equal(optimizer.state_dict()[name], array) for name, array in state.items())
@@ -220,7 +220,7 @@ def test_a_worker_that_dies_in_the_middle_of_an_update_leaves_the_state_of_the_s
 
 def test_in_eval_mode_nothing_is_drawn_from_nns_generator():
     model, (x, y) = gpt(dropout=0.2), batch()
-    parallel = train.parallel.DataParallel(model, 2)
+    parallel = tgtrain.parallel.DataParallel(model, 2)
     model.eval()
     state = nn.rng.get_state()
     parallel.loss(x, y)
@@ -234,7 +234,7 @@ def trained(processes, split_step, steps=3, dropout=0.0):
     split across the processes (DataParallel.step) or made here."""
     model, (x, y) = gpt(dropout), batch()
     optimizer = nn.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
-    parallel = train.parallel.DataParallel(model, processes, optimizer if split_step else None)
+    parallel = tgtrain.parallel.DataParallel(model, processes, optimizer if split_step else None)
     norms = []
     for step in range(steps):
         optimizer.lr = 1e-2 / (step + 1)   # a schedule: the workers must use each step's lr
@@ -273,12 +273,12 @@ def test_step_with_one_process_clips_and_steps_here():
 def test_step_needs_the_optimizer_and_gradients_from_forward_backward():
     model, (x, y) = gpt(), batch()
     with pytest.raises(RuntimeError, match="no optimizer"):
-        train.parallel.DataParallel(model, 2).step()
+        tgtrain.parallel.DataParallel(model, 2).step()
     other = nn.optim.AdamW(gpt().parameters())
     with pytest.raises(ValueError, match="the model's own parameters"):
-        train.parallel.DataParallel(model, 2, other)
+        tgtrain.parallel.DataParallel(model, 2, other)
     optimizer = nn.optim.AdamW(model.parameters())
-    parallel = train.parallel.DataParallel(model, 2, optimizer)
+    parallel = tgtrain.parallel.DataParallel(model, 2, optimizer)
     _, loss = model(x, y)
     loss.backward()   # gradients made here, not in the shared buffers the workers read
     with pytest.raises(RuntimeError, match="must come from forward_backward"):
@@ -289,7 +289,7 @@ def test_step_needs_the_optimizer_and_gradients_from_forward_backward():
 def test_a_checkpoint_reads_the_shared_optimizer_state(tmp_path):
     model, (x, y) = gpt(), batch()
     optimizer = nn.optim.AdamW(model.parameters(), lr=1e-2)
-    parallel = train.parallel.DataParallel(model, 2, optimizer)
+    parallel = tgtrain.parallel.DataParallel(model, 2, optimizer)
     for _ in range(2):
         optimizer.zero_grad()
         parallel.forward_backward(x, y)
@@ -310,10 +310,10 @@ TRAINER = """
 import sys
 import numpy as np
 import nn
-import train
+import tgtrain
 nn.manual_seed(0)
 model = nn.GPT(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16)
-parallel = train.parallel.DataParallel(model, 3)
+parallel = tgtrain.parallel.DataParallel(model, 3)
 print(*[process.pid for _, process in parallel.workers], flush=True)
 x = np.zeros((6, 8), dtype=np.int64)
 while True:   # train until killed
@@ -360,17 +360,17 @@ def test_shared_state_updated_group_by_group_trains_as_the_plain_step(make):
     run(split, split_params, grads[:2])
     run(plain, params, grads[:2])
     before = {name: array.copy() for name, array in split.state_arrays().items()}
-    train.parallel.share_optimizer_state(split)
+    tgtrain.parallel.share_optimizer_state(split)
     for name, array in split.state_arrays().items():
         np.testing.assert_array_equal(array, before[name])
         assert array.base is not None and not array.flags.owndata   # a view of the shared block
-    groups = train.parallel.balanced_groups([p.size for p in split_params], 3)
+    groups = tgtrain.parallel.balanced_groups([p.size for p in split_params], 3)
     for grad in grads[2:]:
         for p, q, g in zip(split_params, params, grad):
             p.grad, q.grad = g.copy(), g.copy()
         given = [p.grad for p in split_params]
         for group in groups:
-            train.parallel.step_group(split, group)
+            tgtrain.parallel.step_group(split, group)
         assert all(p.grad is g for p, g in zip(split_params, given))
         plain.step()
     for a, b in zip(split_params, params):
@@ -378,9 +378,9 @@ def test_shared_state_updated_group_by_group_trains_as_the_plain_step(make):
     assert list(split.updates) == [4] * len(SHAPES)
 
 
-# ---- train.workers: the supervision DataParallel runs on, and a grader can ----------------------------
+# ---- tgtrain.workers: the supervision DataParallel runs on, and a grader can ----------------------------
 def _square_server(connection):
-    train.workers.serve(connection, lambda message: message ** 2)
+    tgtrain.workers.serve(connection, lambda message: message ** 2)
 
 
 def _start_a_sleeper(connection):
@@ -398,7 +398,7 @@ def gone_within(pid, seconds=10):
 
 
 def test_a_worker_answers_from_a_process_group_of_its_own_and_stops_when_asked():
-    worker = train.workers.Worker.start(_square_server)
+    worker = tgtrain.workers.Worker.start(_square_server)
     try:
         worker.send(7)
         assert worker.connection.poll(30) and worker.receive() == 49
@@ -411,7 +411,7 @@ def test_a_worker_answers_from_a_process_group_of_its_own_and_stops_when_asked()
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to see the processes")
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_killing_a_worker_ends_what_it_started_and_says_how_it_died(method):
-    worker = train.workers.Worker.start(_start_a_sleeper, method=method)
+    worker = tgtrain.workers.Worker.start(_start_a_sleeper, method=method)
     try:
         assert worker.connection.poll(60)
         pid, group, child = worker.connection.recv()
@@ -425,7 +425,7 @@ def test_killing_a_worker_ends_what_it_started_and_says_how_it_died(method):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to see the processes")
 def test_a_worker_leaves_ctrl_c_to_its_parent_and_sigterm_ends_its_group():
-    worker = train.workers.Worker.start(_start_a_sleeper)
+    worker = tgtrain.workers.Worker.start(_start_a_sleeper)
     try:
         assert worker.connection.poll(30)
         _, _, child = worker.connection.recv()

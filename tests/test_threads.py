@@ -200,8 +200,8 @@ def test_the_same_seed_gives_the_same_loss_curve_with_1_and_2_threads(monkeypatc
 @pytest.mark.parametrize("processes, inside", [(1, 3), (2, 1)])
 def test_a_short_fit_runs_one_thread_per_process_and_gives_the_count_back(monkeypatch, processes, inside):
     import importlib
-    import train
-    fit_module = importlib.import_module("train.fit")   # the module: train.fit is also its function
+    import tgtrain
+    fit_module = importlib.import_module("tgtrain.fit")   # the module: tgtrain.fit is also its function
     seen, parallel = [], fit_module.DataParallel
 
     def recording(*args, **kwargs):
@@ -210,7 +210,7 @@ def test_a_short_fit_runs_one_thread_per_process_and_gives_the_count_back(monkey
     monkeypatch.setattr(fit_module, "DataParallel", recording)
     tg.set_num_threads(3)
     nn.manual_seed(0)
-    train.fit(nn.GPT(11, 8, 1, 2, 16), np.arange(200) % 11, steps=2, block_size=8, batch_size=4, processes=processes)
+    tgtrain.fit(nn.GPT(11, 8, 1, 2, 16), np.arange(200) % 11, steps=2, block_size=8, batch_size=4, processes=processes)
     assert seen == [inside] and tg.get_num_threads() == 3
 
 

@@ -1,4 +1,4 @@
-"""train: the main job's machinery, beside the network package nn (which never imports it).
+"""tgtrain: the main job's machinery, beside the network package nn (which never imports it).
 
     flags.py      the job's settings (Config), read from the command line, every value checked
     outputs.py    the files a run writes: named after --out, apart from its inputs, locked while it runs
@@ -20,8 +20,8 @@
 nn does no process, lock, signal or allocator work; everything of that kind is here. A
 training loop of your own needs only one line from it:
 
-    import train
-    train.keep_freed_memory()   # each step's freed activations are reused, not re-faulted
+    import tgtrain
+    tgtrain.keep_freed_memory()   # each step's freed activations are reused, not re-faulted
 """
 from . import evaluate, flags, health, loss_log, memory, outputs, parallel, resume, run, start, stops, workers
 from .fit import fit

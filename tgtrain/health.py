@@ -9,7 +9,7 @@ the gradients and updates are sound before the loss shows that they are not.
 
 In a training loop of your own:
 
-    health = train.health.HealthLog(model, "health.csv")
+    health = tgtrain.health.HealthLog(model, "health.csv")
     ...
     loss.backward()
     if step % 100 == 0:
@@ -19,7 +19,7 @@ In a training loop of your own:
         optimizer.step()
 
 (or health.before_update(step, x), then the update, then health.after_update(), as the main
-job writes it). It also works with train.parallel.DataParallel: forward_backward leaves the
+job writes it). It also works with tgtrain.parallel.DataParallel: forward_backward leaves the
 summed gradients in this process, and step() updates the shared weights in place, so the
 weights copied before it and read after it are the ones the workers changed.
 """

@@ -1,15 +1,15 @@
 """The files a run writes: none may be one of its inputs or another of its outputs, and only
 one run at a time may write each of them.
 
-    train.outputs.outputs("out/chargpt.safetensors")   # every file the main job writes, named after it
-    train.outputs.claimed("out/chargpt.safetensors")   # and their locks: every path a run writes
+    tgtrain.outputs.outputs("out/chargpt.safetensors")   # every file the main job writes, named after it
+    tgtrain.outputs.claimed("out/chargpt.safetensors")   # and their locks: every path a run writes
 
-    train.outputs.check_clashes({"checkpoint": out, "loss log": out.with_suffix(".csv")},
+    tgtrain.outputs.check_clashes({"checkpoint": out, "loss log": out.with_suffix(".csv")},
                              {"corpus": "input.txt"})   # OutputError if two name one file
-    with train.outputs.RunLock(f"{out}.lock"):   # Busy if another run holds it, naming its pid
+    with tgtrain.outputs.RunLock(f"{out}.lock"):   # Busy if another run holds it, naming its pid
         ...train, writing the output...
 
-Each output has a lock of its own (train.start.claim_outputs takes them all): runs whose --out
+Each output has a lock of its own (tgtrain.start.claim_outputs takes them all): runs whose --out
 differ can still name one file, run.safetensors and run.pt both a loss log run.csv.
 
 Two paths name one file when they resolve to the same path (symlinks and ".." followed) or,
@@ -21,7 +21,7 @@ behind, with its pid inside, but not the lock, and the next run removes that fil
 its own. A lock file is only ever written by the run that created it (O_EXCL): a path that
 holds anything else (a symlink planted in a folder others can write to, a hard link to the
 corpus, a FIFO, another user's file, a file of other text) is refused, never followed,
-truncated or removed. A forked child (train.parallel's workers) shares its parent's lock
+truncated or removed. A forked child (tgtrain.parallel's workers) shares its parent's lock
 until it exits. Windows has no flock: there the lock is not taken (a warning says so).
 """
 import errno

@@ -16,7 +16,7 @@ optimizer, DataParallel also moves its state into shared memory (share_optimizer
 and splits each update the same way: each process runs the optimizer's plain step() with
 only its group's gradients in place (step_group).
 
-The worker processes are train/workers.py's (a Team): how they start, answer, die with this
+The worker processes are tgtrain/workers.py's (a Team): how they start, answer, die with this
 process and are stopped is written there; this file is the arithmetic they share. A worker
 that dies (killed, out of memory), or stops answering (SIGSTOP, a debugger, a machine
 swapping) and is then killed, is WorkerDied, raised here, with the model and the optimizer
@@ -74,7 +74,7 @@ class DataParallel:
 
     @property
     def workers(self):
-        """The worker processes, (connection, process) pairs (train.workers.Worker)."""
+        """The worker processes, (connection, process) pairs (tgtrain.workers.Worker)."""
         return self.team.workers
 
     def _start_workers(self):
@@ -199,7 +199,7 @@ def _part(model, x, y, share, seed, backward):
 
 
 def _serve(connection, model, optimizer, kept, k, grads, totals, groups):
-    """Worker process k: run what it is sent (train.workers.serve): a part (the gradients of
+    """Worker process k: run what it is sent (tgtrain.workers.serve): a part (the gradients of
     the other processes' groups copied into grads[k]), its group's sum of every process's
     gradients (into totals), or its group's optimizer update (with the sums; its group
     kept first, see KeptState)."""

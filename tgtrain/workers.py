@@ -1,5 +1,5 @@
 """Worker processes, supervised: each started in a process group of its own, sent messages,
-known alive or dead, and stopped together with whatever it started. train/parallel.py's
+known alive or dead, and stopped together with whatever it started. tgtrain/parallel.py's
 data-parallel step runs on them; so can a grader that must be able to stop the code it runs.
 
     worker = Worker.start(work, "data.txt")   # work(connection, "data.txt"), in a new process

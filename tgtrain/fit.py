@@ -2,7 +2,7 @@
 job's step (DataParallel's forward_backward, the clipped gradient, step(), warmup and cosine
 decay of the learning rate) without its checkpoints, locks, evaluations and logs.
 
-    model, loss = train.fit(model, corpus.train, steps=800, block_size=32, batch_size=16)
+    model, loss = tgtrain.fit(model, corpus.train, steps=800, block_size=32, batch_size=16)
 """
 import time
 

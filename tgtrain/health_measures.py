@@ -1,5 +1,5 @@
 """Gradient health, the numbers: measured around one optimizer update, they show whether the
-gradients and updates are sound before the loss shows that they are not (train/health.py
+gradients and updates are sound before the loss shows that they are not (tgtrain/health.py
 keeps them as a log).
 
 - per parameter, the gradient's norm (before any clipping), and the update-to-weight

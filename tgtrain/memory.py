@@ -14,8 +14,8 @@ It is a setting of the whole process, so nn never makes it: an application choos
 main job calls keep_freed_memory() before it builds its model; a training loop of your own
 does the same in one line:
 
-    import train
-    train.keep_freed_memory()   # each step's freed activations are reused, not re-faulted
+    import tgtrain
+    tgtrain.keep_freed_memory()   # each step's freed activations are reused, not re-faulted
 """
 import ctypes
 import ctypes.util

@@ -5,7 +5,7 @@
   a file another running job writes is refused, naming the file and the pid of the run that
   holds its lock; the locks are taken first, so --resume reads a checkpoint no other run is
   writing (claim_outputs, then check_outputs);
-- the checkpoint --resume continues (load_checkpoint; train/resume.py checks its run state);
+- the checkpoint --resume continues (load_checkpoint; tgtrain/resume.py checks its run state);
 - the memory one training step needs: a run that cannot fit is refused before it allocates
   (require_memory).
 
@@ -88,7 +88,7 @@ def load_checkpoint(path):
 
 def require_memory(config, vocab_size):
     """Refuse (JobError, a usage error) a run whose training step needs more memory than
-    the machine has available (train.memory.step_bytes against available_bytes), before the
+    the machine has available (tgtrain.memory.step_bytes against available_bytes), before the
     model or a batch takes any. Where the memory available is unknown, nothing is refused."""
     model_config = {**{name: getattr(config, name) for name in MODEL_FIELDS}, "vocab_size": vocab_size}
     need, available = memory.step_bytes(model_config, config.batch_size, config.processes), memory.available_bytes()

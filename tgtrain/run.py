@@ -1,10 +1,10 @@
 """The main job's run, carried from step to step beside the model and the optimizer: the
 step, the evaluations so far, the random streams, and the checkpoint that holds them all
-(saved at each evaluation, read back on --resume: train/resume.py checks it first).
+(saved at each evaluation, read back on --resume: tgtrain/resume.py checks it first).
 
 Nothing is lost: a state with a nan or an inf is never written, so the checkpoint on disk is
 always one a run can go on from (Run.save), and every file is written to a temporary name and
-renamed (nn.atomic). How the run starts is train/start.py's; how it stops, train/stops.py's.
+renamed (nn.atomic). How the run starts is tgtrain/start.py's; how it stops, tgtrain/stops.py's.
 """
 import math
 from dataclasses import asdict
@@ -35,7 +35,7 @@ class Run:
         self.model, self.optimizer = model, optimizer
         self.batch_rng = np.random.default_rng([config.seed, 0])   # a stream of its own, apart from nn's
         self.step, self.history, self.best_val_loss, self.saved_step, self.written = 0, [], None, None, False
-        if checkpoint:   # everything that decides the next step, as the checkpoint left it (train.resume checked it)
+        if checkpoint:   # everything that decides the next step, as the checkpoint left it (tgtrain.resume checked it)
             meta = checkpoint[2]
             nn.load(self.out, optimizer)   # a second read: the moments need the optimizer to exist (and finite)
             nn.rng.set_state(meta["rng"])

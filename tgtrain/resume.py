@@ -1,13 +1,13 @@
 """--resume: the run state a checkpoint's metadata holds, read back as input, then merged with
 the flags given now.
 
-    checkpoint = train.start.load_checkpoint(config.out)   # (model, tokenizer, meta)
-    config = train.resume.resumed_config(config, given, checkpoint)
+    checkpoint = tgtrain.start.load_checkpoint(config.out)   # (model, tokenizer, meta)
+    config = tgtrain.resume.resumed_config(config, given, checkpoint)
 
 A checkpoint's checksum proves only that the file is as it was written, not who wrote it:
 anyone who edits the metadata can compute a new one. So every field the job reads back is
 checked for its type and its range before it is used (check_run_state): each setting of
-`config` as its flag checks it (train.flags.setting), `step` a whole number >= 0, `history`
+`config` as its flag checks it (tgtrain.flags.setting), `step` a whole number >= 0, `history`
 rows [step, train loss, val loss, learning rate] of finite numbers with rising steps,
 `best_val_loss` null or a finite number, `rng` and `batch_rng` the states of numpy's PCG64.
 A field that fails is a CheckpointError naming the file and the field; nothing is written.

@@ -51,7 +51,7 @@ def full_split_loss(parallel, split, block_size, batch_size, interrupt):
 
 def sample(model, tokenizer, seed, interrupt, length=SAMPLE_CHARS):
     """`length` characters that follow the smallest character (a newline in most texts), or
-    None when a stop (Ctrl-C, SIGTERM: interrupt, a train.stops.Interrupt) comes first or
+    None when a stop (Ctrl-C, SIGTERM: interrupt, a tgtrain.stops.Interrupt) comes first or
     meanwhile: a sample changes nothing, so it is dropped at once. Its own seeded generator:
     sampling never moves the training's random streams."""
     ids = interrupt.unless_stopped(lambda: model.generate(np.zeros((1, 1), dtype=np.int64), length, temperature=0.8,

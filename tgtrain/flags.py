@@ -1,7 +1,7 @@
 """The main job's settings (Config: one command-line flag each, nanoGPT's CPU configuration
 by default) and reading them from the command line, every value checked as it is read.
 
-    config, given = train.flags.parse_config(["--max_iters", "500"])
+    config, given = tgtrain.flags.parse_config(["--max_iters", "500"])
     config.max_iters, given   # 500, {"max_iters": 500}: given names the flags on the command line
 
 A bad flag is argparse's usage error: one line on stderr, exit status 2. A setting read from
