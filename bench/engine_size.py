@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ENGINE = ROOT / "tensorgrad"
 LIBRARY = ("tensorgrad", "nn", "tgtrain")
 CORE = ("tensor.py", "autograd.py")
-CORE_BUDGET, ENGINE_BUDGET = 670, 1580   # statements; argued in docs/engine.md, "The size budget"
+CORE_BUDGET, ENGINE_BUDGET = 690, 1650   # statements; argued in docs/engine.md, "The size budget"
 LINE_LIMIT, FUNCTION_LIMIT = 120, 60
 NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
             tokenize.ENCODING, tokenize.ENDMARKER}

@@ -15,7 +15,7 @@ F.future_penalty.
 import numpy as np
 
 import tensorgrad as tg
-from tensorgrad import Tensor, make_op, threads
+from tensorgrad import Tensor, devices, make_op, threads
 from tensorgrad.pytorch import torch_names
 
 from . import rng as nn_rng
@@ -35,7 +35,7 @@ def linear(x, weight, bias=None):
     if bias is not None:
         out += bias.data
     flat = lambda g: g.reshape(-1, g.shape[-1])                    # dL/dout as (N, out)
-    ones = np.ones(len(rows), rows.dtype)                          # ones @ g: g's rows summed by BLAS
+    ones = np.ones(len(rows), rows.dtype, like=rows)               # ones @ g: g's rows summed by BLAS
     inputs = (x, weight) if bias is None else (x, weight, bias)
     vjps = (lambda g: (flat(g) @ weight.data.T).reshape(x.shape),
             lambda g: rows.T @ flat(g),
@@ -69,39 +69,41 @@ def cross_entropy(logits, targets, ignore_index=None):
     logits (..., V) float; targets (...) integer class ids in [0, V); positions whose
     target equals ignore_index count for nothing.
     """
-    targets = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
+    targets = devices.array(targets.data if isinstance(targets, Tensor) else targets)
     vocab = logits.shape[-1]
     if targets.dtype.kind not in "iu":
         raise TypeError(f"cross_entropy: targets must be integer class ids, got dtype {targets.dtype}")
     if targets.shape != logits.shape[:-1]:
         raise ValueError(f"cross_entropy: targets of shape {targets.shape} do not match logits of "
                          f"shape {logits.shape}: expected targets of shape {logits.shape[:-1]}")
-    keep = np.ones(targets.shape, bool) if ignore_index is None else targets != ignore_index
+    devices.same("cross_entropy", logits.data, targets)
+    keep = np.ones(targets.shape, bool, like=targets) if ignore_index is None else targets != ignore_index
     bad = keep & ((targets < 0) | (targets >= vocab))
     if bad.any():
         raise ValueError(f"cross_entropy: target {targets[bad][0]} is out of range for {vocab} classes "
                          f"(expected ids in [0, {vocab}){'' if ignore_index is None else f' or {ignore_index}'})")
-    count = int(keep.sum())
+    count = targets.size if ignore_index is None else int(keep.sum())
     if count == 0:
         raise ValueError("cross_entropy: every target equals ignore_index: the mean is undefined")
     picked = np.where(keep, targets, 0).reshape(-1)                    # (N,) target ids (0 if ignored)
     weights = keep.reshape(-1).astype(logits.dtype) / count            # 1/count, 0 if ignored
+    positions = np.arange(len(picked), like=picked)                    # (N,) 0, 1, ..., N-1
 
     if tg.is_composed():
         log_probs = logits.log_softmax(axis=-1).reshape(-1, vocab)     # (N, V)
-        log_p_target = log_probs[np.arange(len(picked)), picked]       # (N,): log p[target]
+        log_p_target = log_probs[positions, picked]                    # (N,): log p[target]
         return -(log_p_target * weights).sum()                         # the mean over kept positions
 
     # fused: one pass for the log-sum-exp, no (N, V) log-probabilities kept
     rows = logits.data.reshape(-1, vocab)                              # (N, V)
     shifted = rows - rows.max(axis=1, keepdims=True)                   # no overflow in exp
     log_sum = np.log(np.exp(shifted).sum(axis=1))                      # (N,)
-    losses = log_sum - shifted[np.arange(len(picked)), picked]         # -log p[target]
+    losses = log_sum - shifted[positions, picked]                      # -log p[target]
     loss = (losses * weights).sum(dtype=rows.dtype)
 
     def vjp(g):
         grad = np.exp(shifted - log_sum[:, None])                      # softmax(logits)
-        grad[np.arange(len(picked)), picked] -= 1
+        grad[positions, picked] -= 1
         grad *= (g * weights)[:, None]
         return grad.reshape(logits.shape)
     return make_op("cross_entropy", loss, (logits,), vjps=(vjp,),
@@ -131,16 +133,16 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     #   dL/dweight = Σ_rows g·xhat,   dL/dbias = Σ_rows g.
     # Row means of gh = g·weight are g @ (weight / C): a matrix-vector product on g itself,
     # so gh·xhat is never formed; g·xhat is formed once, for the weight's gradient and x's.
-    weighted_average = (np.full((channels, 1), 1 / channels, data.dtype) if weight is None   # (C, 1)
+    weighted_average = (np.full((channels, 1), 1 / channels, data.dtype, like=data) if weight is None   # (C, 1)
                         else (weight.data / channels)[:, None])
-    ones = np.ones(len(data), data.dtype)   # ones @ rows sums the rows with BLAS
+    ones = np.ones(len(data), data.dtype, like=data)   # ones @ rows sums the rows with BLAS
 
     def backward(g):   # every input's gradient at once: they share g·xhat
         rows = threads.rows(g)
         g_xhat = rows * xhat   # one pass: cheaper here than handing half of it to a thread
         grad_weight = ones @ g_xhat if weight is not None and weight.requires_grad else None
         grad_bias = ones @ rows if bias is not None and bias.requires_grad else None
-        grad_x = np.empty(data.shape, data.dtype) if x.requires_grad else None
+        grad_x = np.empty(data.shape, data.dtype, like=data) if x.requires_grad else None
 
         def input_gradient(g, xhat, rstd, g_xhat, grad_x):      # on a block of rows
             np.multiply(xhat, g_xhat @ weighted_average, out=g_xhat)           # xhat·mean(gh·xhat)
@@ -164,14 +166,14 @@ def layer_norm_rows(data, weight, bias, eps):
     """layer_norm's fused forward on rows (N, C), in cache-sized tiles shared across the cores
     (threads.by_rows). Returns (out, xhat, 1/σ (N, 1)): the backward reads the last two."""
     channels = data.shape[-1]
-    average = np.full((channels, 1), 1 / channels, data.dtype)   # rows @ average: row means, faster
-                                                                  # than .mean(-1) (a BLAS product)
-    xhat, rstd = np.empty(data.shape, data.dtype), np.empty((len(data), 1), data.dtype)
-    out = np.empty(data.shape, data.dtype)
+    average = np.full((channels, 1), 1 / channels, data.dtype, like=data)   # rows @ average: row means,
+                                                                             # faster than .mean(-1) (BLAS)
+    xhat, rstd = np.empty(data.shape, data.dtype, like=data), np.empty((len(data), 1), data.dtype, like=data)
+    out = np.empty(data.shape, data.dtype, like=data)
 
     def forward(data, xhat, rstd, out):                         # on a block of rows
         np.subtract(data, data @ average, out=xhat)
-        variance = np.vecdot(xhat, xhat)[:, None] / channels    # (n, 1), with no (n, C) temporary
+        variance = devices.row_dot(xhat, xhat)[:, None] / channels   # (n, 1), with no (n, C) temporary
         np.sqrt(variance + eps, out=rstd)
         np.divide(1, rstd, out=rstd)                            # 1/σ
         xhat *= rstd
@@ -189,7 +191,7 @@ def dropout(x, p, training=True, rng=None):
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
     if not training or p == 0:
         return x
-    keep = (rng or nn_rng.current()).random(x.shape) >= p
+    keep = devices.uniform(x.shape, x.data, rng or nn_rng.current()) >= p   # drawn on x's device
     scale = (keep / (1 - p)).astype(x.dtype)
     return make_op("dropout", x.data * scale, (x,), vjps=(lambda g: g * scale,),
                    rules=("d dropout(x)/dx = mask/(1-p)",))

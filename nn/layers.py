@@ -1,7 +1,7 @@
 """The layers: Linear, Embedding, LayerNorm, Dropout, activations, positional encodings."""
 import numpy as np
 
-from tensorgrad import Tensor
+from tensorgrad import Tensor, devices
 
 from . import functional as F
 from .module import Module, Parameter
@@ -30,12 +30,14 @@ class Linear(Module):
 
 
 def check_ids(layer, ids, limit, what):
-    """Integer ids as an ndarray, every one in [0, limit): never a silent wrap-around."""
-    ids = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
+    """Integer ids as an array, every one in [0, limit): never a silent wrap-around. (One
+    question to the array, whether any is outside, which on a GPU is one wait for its answer.)"""
+    ids = ids.data if isinstance(ids, Tensor) else devices.array(ids)
     if ids.dtype.kind not in "iu":
         raise TypeError(f"{layer}: {what}s must be integers, got dtype {ids.dtype}")
-    if ids.size and (ids.min() < 0 or ids.max() >= limit):
-        bad = ids[(ids < 0) | (ids >= limit)][0]
+    outside = (ids < 0) | (ids >= limit)
+    if outside.any():
+        bad = ids[outside][0]
         raise IndexError(f"{layer}: {what} {bad} is out of range: expected {what}s in [0, {limit})")
     return ids
 

@@ -13,8 +13,7 @@ import weakref
 import numpy as np
 
 import tensorgrad as tg
-from tensorgrad import Tensor
-from tensorgrad.pytorch import check_device
+from tensorgrad import Tensor, devices
 
 
 class Parameter(Tensor):
@@ -158,19 +157,28 @@ class Module:
 
     def to(self, *args, device=None, dtype=None):
         """PyTorch's module.to: to(dtype), to(device), to(device, dtype), or by keyword.
-        A dtype casts every parameter and every float buffer in place (np.float64 for
-        gradcheck; an integer buffer keeps its dtype, as in PyTorch); the device can only
-        be the CPU, where tensorgrad runs. Returns self."""
-        for arg in args:   # to("cpu"), to(np.float64), to("cpu", np.float64)
-            if isinstance(arg, str):
+        A device ("cpu", "cuda") moves every parameter and buffer there, and a dtype casts
+        every parameter and every float buffer (np.float64 for gradcheck; an integer buffer
+        keeps its dtype, as in PyTorch), in place: the tensors stay the same objects, so an
+        optimizer made before still holds them (its state follows them to their device at
+        its next step). Returns self."""
+        for arg in args:   # to("cuda"), to(np.float64), to("cuda", np.float64)
+            if isinstance(arg, str) or type(arg).__name__ == "device":   # a torch.device too
                 device = arg
             else:
                 dtype = arg
         if device is not None:
-            check_device(device, f"{type(self).__name__}.to")
+            self._move(devices.parse(device, f"{type(self).__name__}.to"))
         if dtype is not None:
             self._cast(np.dtype(dtype))
         return self
+
+    def _move(self, device):
+        """Move the parameters, their gradients and the buffers to `device`, in place."""
+        for t in (*self.parameters(), *self.buffers()):
+            t.data = devices.to(t.data, device)
+            if t.grad is not None:
+                t.grad = devices.to(t.grad, device)
 
     def _cast(self, dtype):
         """Cast the parameters and float buffers to the float `dtype`, in place (the tensors
@@ -220,7 +228,7 @@ class Module:
             raise KeyError(f"load_state_dict: {type(self).__name__} state names differ: "
                            f"missing {missing or 'none'}, unexpected {unexpected or 'none'}")
         for name, t in tensors.items():
-            value = np.asarray(state[name])
+            value = devices.array(state[name])
             if value.shape != t.shape:
                 raise ValueError(f"load_state_dict: '{name}' has shape {value.shape} in the state "
                                  f"but {t.shape} in the model")
@@ -228,10 +236,11 @@ class Module:
                 raise TypeError(f"load_state_dict: '{name}' has dtype {value.dtype} in the state "
                                 f"but {t.dtype} in the model")
         for name, t in tensors.items():
+            value = devices.to(devices.array(state[name]), t.device)   # from a file: the host's
             if assign:
-                t.data = np.ascontiguousarray(state[name], dtype=t.dtype)
+                t.data = np.ascontiguousarray(value, dtype=t.dtype, like=value)
             else:
-                np.copyto(t.data, state[name], casting="same_kind")
+                np.copyto(t.data, value, casting="same_kind")
 
     # ---- repr -------------------------------------------------------------------------
     def extra_repr(self):

@@ -28,6 +28,7 @@ for _module in (shape_ops, math_ops):
         setattr(Tensor, _name, getattr(_module, _name))
 for _name, _dtype in math_ops.CASTS.items():
     setattr(Tensor, _name, math_ops.cast_to(_dtype))
+Tensor.cuda, Tensor.cpu = math_ops.cuda, math_ops.cpu   # methods only: tg.cuda is PyTorch's namespace
 
 # Every method is a function too, as in PyTorch and numpy: tg.exp(x) is x.exp().
 exp, log, sqrt, abs, tanh, sigmoid, relu, gelu = (Tensor.exp, Tensor.log, Tensor.sqrt, Tensor.abs,

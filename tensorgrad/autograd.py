@@ -14,6 +14,8 @@ import threading
 
 import numpy as np
 
+from . import devices
+
 
 class _Modes(threading.local):
     """Switches read by every op. Each thread has its own, starting from these defaults (as
@@ -170,7 +172,7 @@ def backward(root, grad=None, retain_graph=False, intermediate_grads=True):
         if node._parents:
             check_not_freed(node)
             node.grad = None   # an intermediate's grad is this call's, not a sum over calls
-    root.grad = seed if root.grad is None else np.asarray(root.grad + seed)   # 0-d + 0-d: a scalar
+    root.grad = seed if root.grad is None else devices.array(root.grad + seed)   # 0-d + 0-d: a scalar
 
     gradients = Accumulator()
     for node in order:
@@ -198,12 +200,15 @@ def input_gradients(vjps, inputs, upstream, node=None):
     write; the error is raised again naming `node`'s op (when given) and the input. What a
     vjp returns that was read-only then (g, a saved array, a view of either) stays read-only,
     so backward knows it is not a new array (Accumulator). No upstream (every vjp into this
-    node returned None): no gradient reaches the inputs either."""
+    node returned None): no gradient reaches the inputs either. CuPy's arrays have no
+    read-only flag: on a GPU nothing is locked, and the CPU's tests guard the vjps."""
     if upstream is None:
         return [None] * len(inputs)
     g = upstream.view()
-    g.flags.writeable = False
-    saved = lock(saved_arrays(vjps, inputs, node))
+    locking = type(g) is np.ndarray
+    if locking:
+        g.flags.writeable = False
+    saved = lock(saved_arrays(vjps, inputs, node)) if locking else []
     gradients = []
     try:
         if callable(vjps):   # one backward for all the inputs: their gradients share work
@@ -293,9 +298,9 @@ class Accumulator:
         pass holds it. A read-only one is g, or what the forward saved, or a view of either
         (input_gradients): others hold it. Summing and casting make new arrays."""
         x = node._parents[index]
-        if type(contribution) is not np.ndarray:   # a numpy scalar, from 0-d arithmetic
-            contribution = np.asarray(contribution)
-        new = contribution.flags.writeable
+        if type(contribution) is not np.ndarray:   # a numpy scalar, from 0-d arithmetic; a CuPy array
+            contribution = devices.array(contribution)
+        new = type(contribution) is np.ndarray and contribution.flags.writeable   # on a GPU: never known new
         if contribution.shape != x.data.shape:
             if not broadcasts_to(x.data.shape, contribution.shape):
                 raise ValueError(wrong_shape(node, index, contribution.shape))
@@ -316,12 +321,12 @@ class Accumulator:
         if new:
             contribution += x.grad
             return contribution
-        return np.asarray(x.grad + contribution)   # numpy adds two 0-d arrays into a scalar
+        return devices.array(x.grad + contribution)   # numpy adds two 0-d arrays into a scalar
 
     def writable_grad(self, x):
         """x.grad as an array this pass owns: zeros, or a copy of the gradient so far."""
         if id(x) not in self.owned:
-            x.grad = np.zeros(x.data.shape, x.data.dtype) if x.grad is None else x.grad.copy()
+            x.grad = np.zeros_like(x.data) if x.grad is None else x.grad.copy()
             self.owned.add(id(x))
         return x.grad
 
@@ -346,7 +351,7 @@ class Scatter:
 
     def dense(self, shape, dtype):
         """The whole gradient, as an array of `shape`."""
-        grad = np.zeros(shape, dtype)
+        grad = np.zeros(shape, dtype, like=self.values)
         self.add_into(grad)
         return grad
 
@@ -369,7 +374,7 @@ def dense(contribution, shape, dtype):
     """A vjp's result as an array of `shape`: a Scatter filled in, a broadcast one summed down."""
     if isinstance(contribution, Scatter):
         return contribution.dense(shape, dtype)
-    contribution = np.asarray(contribution)
+    contribution = devices.array(contribution)
     return contribution if contribution.shape == shape else unbroadcast(contribution, shape)
 
 
@@ -387,7 +392,8 @@ def first_gradient(root, grad):
                 f"has shape {root.shape}; pass backward(grad) with an array of that shape, "
                 "or reduce it first (loss = y.sum())")
         return np.ones_like(root.data)
-    grad = np.array(grad.data if hasattr(grad, "data") else grad, dtype=root.data.dtype)
+    given = grad.data if hasattr(grad, "requires_grad") else grad   # a Tensor, or an array
+    grad = devices.to(devices.array(given, root.data.dtype), root.device).copy()
     if grad.shape != root.shape:
         raise ValueError(f"backward: grad has shape {grad.shape} but the tensor has shape {root.shape}")
     return grad

@@ -1,7 +1,9 @@
 """Making tensors: from data, filled with a value, ranges, and random draws.
 
 Floats default to float32 (python floats, lists of them, float ranges); integer data stays
-integer (token ids). `device` is accepted as PyTorch's is, and is the CPU (pytorch.py).
+integer (token ids). `device=` is PyTorch's: "cpu" (numpy arrays, the default) or "cuda"
+(CuPy arrays on the GPU; devices.py). Each tensor is made on the host, then copied to its
+device, so the same seed draws the same numbers on both.
 
 Random draws without a seed= come from one generator, which tg.manual_seed(s) reseeds
 (PyTorch's torch.manual_seed): nn's parameter init and dropout draw from it too, so one
@@ -9,7 +11,7 @@ seed makes a whole run repeatable.
 """
 import numpy as np
 
-from .pytorch import check_device
+from . import devices
 from .tensor import DEFAULT_FLOAT, Tensor, _as_array, _shape_arg
 
 generator = np.random.default_rng()
@@ -28,8 +30,13 @@ def _drawing(seed):
 # ---- from data ------------------------------------------------------------------------
 def tensor(data, dtype=None, requires_grad=False, device=None, label=None):
     """A new tensor holding a copy of `data`; python floats become float32."""
-    check_device(device)
-    return Tensor(np.array(_as_array(data, dtype)), requires_grad=requires_grad, label=label)
+    array = _as_array(data, dtype).copy()
+    return _on(devices.of(array) if device is None else devices.parse(device), array, requires_grad, label)
+
+
+def _on(device, array, requires_grad=False, label=None):
+    """A tensor of `array` on `device` (copied there if it is not)."""
+    return Tensor(devices.to(array, device), requires_grad=requires_grad, label=label)
 
 
 def zeros(*shape, dtype=DEFAULT_FLOAT, requires_grad=False, device=None):
@@ -43,9 +50,8 @@ def ones(*shape, dtype=DEFAULT_FLOAT, requires_grad=False, device=None):
 def full(shape, fill_value, dtype=None, requires_grad=False, device=None):
     """A tensor of `shape` holding `fill_value` everywhere; its dtype is the value's (a
     python float: float32) unless given."""
-    check_device(device, "full")
     dtype = _as_array(fill_value).dtype if dtype is None else dtype
-    return Tensor(np.full(_shape_arg((shape,)), fill_value, dtype), requires_grad=requires_grad)
+    return _on(devices.parse(device, "full"), np.full(_shape_arg((shape,)), fill_value, dtype), requires_grad)
 
 
 def zeros_like(t, dtype=None, requires_grad=False):
@@ -57,19 +63,18 @@ def ones_like(t, dtype=None, requires_grad=False):
 
 
 def full_like(t, fill_value, dtype=None, requires_grad=False):
-    """A tensor of t's shape and dtype (or `dtype`) holding `fill_value`."""
+    """A tensor of t's shape, dtype (or `dtype`) and device holding `fill_value`."""
     array = _as_array(t)
-    return full(array.shape, fill_value, array.dtype if dtype is None else dtype, requires_grad)
+    return full(array.shape, fill_value, array.dtype if dtype is None else dtype, requires_grad, devices.of(array))
 
 
 def arange(start, stop=None, step=1, dtype=None, device=None):
     """np.arange: integers (int64) for integer arguments (positions, token ids); float32 when
     any argument is a float, as in PyTorch."""
-    check_device(device, "arange")
     values = np.arange(start, stop, step) if stop is not None else np.arange(start)
     if dtype is None and values.dtype.kind == "f":
         dtype = DEFAULT_FLOAT
-    return Tensor(values, dtype=dtype)
+    return _on(devices.parse(device, "arange"), values if dtype is None else values.astype(dtype))
 
 
 def one_hot(ids, num_classes=-1):
@@ -82,40 +87,40 @@ def one_hot(ids, num_classes=-1):
         num_classes = int(ids.max()) + 1 if ids.size else 0
     if ids.size and (ids.min() < 0 or ids.max() >= num_classes):
         raise ValueError(f"one_hot: ids must be in [0, {num_classes}), got ids from {ids.min()} to {ids.max()}")
-    return Tensor((ids[..., None] == np.arange(num_classes)).astype(np.int64))
+    return Tensor((ids[..., None] == np.arange(num_classes, like=ids)).astype(np.int64))
 
 
 # ---- random draws ---------------------------------------------------------------------
 def randn(*shape, seed=None, dtype=DEFAULT_FLOAT, requires_grad=False, device=None):
     """Standard normal samples; the same seed gives the same numbers."""
-    check_device(device, "randn")
     data = _drawing(seed).standard_normal(_shape_arg(shape), dtype=np.float64).astype(dtype)
-    return Tensor(data, requires_grad=requires_grad)
+    return _on(devices.parse(device, "randn"), data, requires_grad)
 
 
 def rand(*shape, seed=None, dtype=DEFAULT_FLOAT, requires_grad=False, device=None):
     """Uniform samples in [0, 1)."""
-    check_device(device, "rand")
     data = _drawing(seed).random(_shape_arg(shape), dtype=np.float64).astype(dtype)
-    return Tensor(data, requires_grad=requires_grad)
+    return _on(devices.parse(device, "rand"), data, requires_grad)
 
 
 def randint(low, high=None, size=(), seed=None, dtype=np.int64, device=None):
     """Integers drawn uniformly from [low, high): randint(high, size) or randint(low, high,
     size), as PyTorch's."""
-    check_device(device, "randint")
+    device = devices.parse(device, "randint")
     if high is None or isinstance(high, (tuple, list)):   # randint(high, size)
         low, high, size = 0, low, size if high is None else high
     if not low < high:
         raise ValueError(f"randint: expected low < high, got low {low} and high {high}")
-    return Tensor(_drawing(seed).integers(low, high, _shape_arg((size,))).astype(dtype))
+    return _on(device, _drawing(seed).integers(low, high, _shape_arg((size,))).astype(dtype))
 
 
 def multinomial(probs, num_samples, replacement=False, seed=None):
     """`num_samples` ids drawn from each row of `probs` (1-d: one distribution; 2-d: one per
     row), id i with probability probs[i] / sum(probs): how generate() picks the next token.
-    Without replacement no id is drawn twice in a row's samples."""
-    p = np.asarray(_as_array(probs), dtype=np.float64)
+    Without replacement no id is drawn twice in a row's samples. The draw is made on the host;
+    the ids come back on probs' device."""
+    probs = _as_array(probs)
+    p = devices.to(probs, "cpu").astype(np.float64)
     if p.ndim not in (1, 2) or p.shape[-1] == 0:
         raise ValueError(f"multinomial: probs must be 1-d or 2-d with at least one category, got shape {p.shape}")
     if not np.isfinite(p).all() or (p < 0).any() or (p.sum(-1) <= 0).any():
@@ -125,4 +130,4 @@ def multinomial(probs, num_samples, replacement=False, seed=None):
                          f"with {np.count_nonzero(p, axis=-1).min()} nonzero probabilities")
     rng, rows = _drawing(seed), p.reshape(-1, p.shape[-1])
     drawn = [rng.choice(len(row), num_samples, replace=replacement, p=row / row.sum()) for row in rows]
-    return Tensor(np.array(drawn, dtype=np.int64).reshape(*p.shape[:-1], num_samples))
+    return _on(devices.of(probs), np.array(drawn, dtype=np.int64).reshape(*p.shape[:-1], num_samples))

@@ -23,6 +23,7 @@ from pathlib import Path
 import graphviz
 import numpy as np
 
+from . import devices
 from .autograd import backward_order
 from . import names as naming   # what the trace and the stepper page call each node too
 
@@ -248,6 +249,7 @@ def _constant_fields(t, show_data):
 
 def _numbers(kind, array):
     """'data 2.5'; a small array's values, one row a line; or a big array's mean, std, norm."""
+    array = devices.to(array, "cpu")   # drawn from the host
     if array.ndim and array.size > min(SMALL, ROWS * array.shape[-1]):
         a = array.astype(np.float64)
         return f"{kind} mean {a.mean():.3g}, std {a.std():.3g}, norm {np.linalg.norm(a):.3g}"

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import autograd, draw
+from . import autograd, devices, draw
 from . import names as naming   # what the trace and the drawing call each node too
 from .trace import local_derivative
 
@@ -209,7 +209,7 @@ def _view(array, whole=False):
     """An array as the page shows it: its shape and every number, up to SHOWN of them; beyond
     that its mean, std and norm and a heatmap, and every number too when `whole` (a gradient
     of up to KEPT numbers, which grad(order) returns)."""
-    a = np.asarray(array, dtype=np.float64)
+    a = devices.to(devices.array(array), "cpu").astype(np.float64)   # shown from the host
     view = {"shape": list(a.shape)}
     if a.size <= SHOWN or whole and a.size <= KEPT:
         view["values"] = _rounded(a.reshape(-1))

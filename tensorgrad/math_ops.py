@@ -8,9 +8,10 @@ import math
 
 import numpy as np
 
+from . import devices
 from .autograd import modes
-from .pytorch import check_device, torch_names
-from .tensor import Tensor, _axes, _floating, _keep, _result_dtype, make_op, pick_elementwise
+from .pytorch import torch_names
+from .tensor import Tensor, _axes, _floating, _keep, _kept_max, _result_dtype, make_op, pick_elementwise
 
 __all__ = ["sin", "cos", "clip", "clamp", "var", "std", "cumsum", "logsumexp", "argmax", "argmin", "astype",
            "to"]
@@ -40,7 +41,7 @@ def clip(x, min=None, max=None):
         raise TypeError("clip: the bounds are constants here; for a bound that learns, write "
                         "tg.minimum(tg.maximum(x, low), high)")
     dtype = _result_dtype(x, *(bound for bound in (lo, hi) if bound is not None))
-    inside = np.ones(x.shape, bool)   # where the value is x's own, and so is its gradient
+    inside = np.ones(x.shape, bool, like=x.data)   # where the value is x's own, and so is its gradient
     if lo is not None:
         inside &= x.data >= lo.data
     if hi is not None:
@@ -103,7 +104,7 @@ def _centred_and_var(x, axes, ddof, keepdims):
     mean = x.data.mean(axis=axes, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):   # n - ddof <= 0: nan, as PyTorch's
         variance = np.var(x.data, axis=axes, ddof=ddof, keepdims=keepdims, dtype=np.float64)
-    return x.data - mean, np.asarray(variance)
+    return x.data - mean, devices.array(variance)
 
 
 @torch_names
@@ -127,7 +128,7 @@ def logsumexp(x, axis=None, keepdims=False):
     """log Σ e^x over `axis`, as m + log Σ e^(x - m) with m = max(x), so no e^x overflows
     (an m that is ±inf is left out: all -inf gives -inf)."""
     axes = _axes("logsumexp", axis, x.ndim)
-    m = np.max(x.data, axis=axes, keepdims=True, initial=-np.inf)
+    m = _kept_max(x.data, axes)
     m = np.where(np.isfinite(m), m, 0)
     with np.errstate(divide="ignore"):   # log 0 = -inf: every term was e^-inf
         out = np.log(np.exp(x.data - m).sum(axis=axes, keepdims=True)) + m
@@ -154,10 +155,10 @@ def _arg_extreme(op, find, x, axis, keepdims):
         raise ValueError(f"{op}: cannot search an empty tensor of shape {x.shape}")
     axes = _axes(op, axis, x.ndim)   # checked: in range
     axis = axes[0] if axis is not None and axes else None
-    return Tensor(np.asarray(find(x.data, axis=axis, keepdims=keepdims), dtype=np.int64))
+    return Tensor(devices.array(find(x.data, axis=axis, keepdims=keepdims), np.int64))
 
 
-# ---- casts: x.astype(np.float64); PyTorch's x.double(), x.long(), x.to("cpu") -------------
+# ---- casts and moves: x.astype(np.float64); PyTorch's x.double(), x.long(), x.to("cuda") --
 def astype(x, dtype):
     """x's values in `dtype` (numpy's astype). A cast between floats passes the gradient back
     (in x's dtype); a cast to integers or bool cuts the graph, as integers get no gradient."""
@@ -184,15 +185,37 @@ def cast_to(dtype):
 
 
 def to(x, *args, dtype=None, device=None):
-    """PyTorch's x.to(...): a device ("cpu"), a dtype, both, or another tensor's dtype."""
+    """PyTorch's x.to(...): a device ("cpu", "cuda"), a dtype, both, or another tensor's
+    device and dtype."""
     for arg in args:
-        if isinstance(arg, str):
+        if isinstance(arg, str) or type(arg).__name__ == "device":   # "cuda", or a torch.device
             device = arg
-        elif isinstance(arg, Tensor):   # another tensor: take its dtype
-            dtype = arg.dtype
+        elif isinstance(arg, Tensor):   # another tensor: take its device and dtype
+            device, dtype = arg.device, arg.dtype
         else:
             dtype = arg
-    check_device(device, "to")
+    if device is not None:
+        x = move(x, devices.parse(device, "to"))
     return x if dtype is None else astype(x, dtype)
+
+
+def move(x, device):
+    """x on `device`: itself if it is there, else a copy there that is in the graph, so the
+    gradient goes back to x's own device (a copy too)."""
+    home = x.device
+    if device == home:
+        return x
+    return make_op("to", devices.to(x.data, device), (x,), vjps=(lambda g: devices.to(g, home),),
+                   rules=(f"d x/dx = 1: g, copied back from {device} to {home}",))
+
+
+def cuda(x):
+    """x on the GPU: x.to("cuda")."""
+    return move(x, "cuda")
+
+
+def cpu(x):
+    """x on the CPU: x.to("cpu")."""
+    return move(x, "cpu")
 
 

@@ -1,7 +1,8 @@
 """PyTorch's spellings, for a learner who comes from it: where PyTorch's name means what
 numpy's does, tensorgrad takes both. The engine keeps numpy's names (axis, keepdims);
-this file holds every alias in one place: dim= and keepdim= for axis= and keepdims=, and devices (the CPU only,
-for now). The dtype names (tg.long, tg.float32...) are in dtypes.py.
+this file holds every alias in one place: dim= and keepdim= for axis= and keepdims=, and
+tg.cuda.is_available(). The dtype names (tg.long, tg.float32...) are in dtypes.py; the
+devices themselves in devices.py.
 
 Where PyTorch's spelling would mean something else in numpy's sense, numpy's holds and
 the error names numpy's spelling: x.transpose(a, b) is a permutation of all the axes, so
@@ -9,7 +10,7 @@ swapping two of them is x.swapaxes(a, b). docs/coming-from-pytorch.md has the ta
 """
 import functools
 
-import numpy as np
+from . import devices
 
 # ---- keyword names: PyTorch's -> numpy's ------------------------------------------------
 RENAMED = {"dim": "axis", "keepdim": "keepdims", "correction": "ddof", "diagonal": "k"}
@@ -31,23 +32,16 @@ def torch_names(function):
 
 
 # ---- devices --------------------------------------------------------------------------
-def check_device(device, op="tensor"):
-    """'cpu' (or None) passes; any other device is refused by name: the engine is numpy."""
-    if device is not None and str(device) != "cpu":
-        raise RuntimeError(f"{op}: device {str(device)!r} is not available: tensorgrad runs on the "
-                           "CPU (numpy) for now, so device='cpu' is the only one; "
-                           "tg.cuda.is_available() is False")
-
-
 class cuda:
     """tg.cuda.is_available(), as PyTorch's: a script that picks its device with
-    `'cuda' if torch.cuda.is_available() else 'cpu'` picks the CPU."""
+    `'cuda' if torch.cuda.is_available() else 'cpu'` picks the GPU when CuPy sees one."""
 
     @staticmethod
     def is_available():
-        return False
+        return devices.is_available()
 
     @staticmethod
     def device_count():
-        return 0
+        """How many GPUs tensorgrad can use: the first one, when there is one."""
+        return int(devices.is_available())
 

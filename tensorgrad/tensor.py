@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 
-from . import autograd, threads
+from . import autograd, devices, threads
 from .autograd import modes
 from .pytorch import torch_names
 from .trace import trace_backward
@@ -40,8 +40,8 @@ def _as_array(data, dtype=None):
     (bool, integers, floats, complex) make a tensor: text, objects, dates are refused."""
     if isinstance(data, Tensor):
         data = data.data
-    array = np.asarray(data) if dtype is None else np.asarray(data, dtype=dtype)
-    if dtype is None and array.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
+    array = devices.array(data, dtype)
+    if dtype is None and array.dtype == np.float64 and array is not data and not isinstance(data, np.generic):
         array = array.astype(DEFAULT_FLOAT)
     if array.dtype.kind not in "biufc":
         raise TypeError(f"a tensor holds numbers, got dtype {array.dtype} from {type(data).__name__} "
@@ -101,7 +101,8 @@ class Tensor:
                      doc="the op's local-derivative rule for each input (text), or None")
     scope = property(lambda self: self._scope, doc="the scope() names open when the op ran, outermost first")
 
-    device = property(lambda self: "cpu", doc="where the data lives: the CPU (numpy arrays)")
+    device = property(lambda self: devices.of(self.data),
+                      doc="where the data lives: 'cpu' (a numpy array) or 'cuda' (a CuPy array, on the GPU)")
 
     def item(self):
         return self.data.item()
@@ -114,8 +115,9 @@ class Tensor:
         return self.data.size
 
     def numpy(self):
-        """The underlying array (shared, not copied)."""
-        return self.data
+        """The values as a numpy array: on the CPU the tensor's own (shared, not copied), from
+        the GPU a copy on the host."""
+        return devices.to(self.data, "cpu")
 
     def detach(self):
         """The same data, cut from the graph."""
@@ -163,8 +165,10 @@ class Tensor:
         self.data[_index(index)] = value.data if isinstance(value, Tensor) else value
 
     def __repr__(self):
-        body = np.array2string(self.data, separator=", ", precision=4, threshold=20, prefix="tensor(")
+        body = np.array2string(self.numpy(), separator=", ", precision=4, threshold=20, prefix="tensor(")
         extras = [f"dtype={self.dtype}"] if self.dtype != DEFAULT_FLOAT else []
+        if self.device != "cpu":
+            extras.insert(0, f"device={self.device!r}")
         if self._op:
             extras.append(f"op={self._op}")
         elif self.requires_grad:
@@ -191,8 +195,10 @@ class Tensor:
             return Tensor(value)
         scalar = np.asarray(value)
         if _RANK[scalar.dtype.kind] <= _RANK[self.data.dtype.kind]:
-            return Tensor(scalar.astype(self.data.dtype))
-        return Tensor(scalar.astype(DEFAULT_FLOAT) if scalar.dtype.kind == "f" else scalar)
+            scalar = scalar.astype(self.data.dtype)
+        elif scalar.dtype.kind == "f":
+            scalar = scalar.astype(DEFAULT_FLOAT)
+        return Tensor(np.full((), scalar[()], like=self.data))   # made where this tensor lives
 
     # ---- arithmetic: a op b broadcasts like numpy ---------------------------------------
     def __add__(self, other):
@@ -251,6 +257,8 @@ class Tensor:
         other = self._lift(other)
         a = self.data[None, :] if self.ndim == 1 else self.data      # (1, k): a row vector
         b = other.data[:, None] if other.ndim == 1 else other.data   # (k, 1): a column vector
+        if type(a) is not type(b):
+            devices.same("matmul", a, b)
         try:
             out = _matmul(a, b)
         except ValueError:
@@ -402,8 +410,8 @@ class Tensor:
         # on a transformer's largest activations and numpy updates an array in place faster
         # than it writes a new one; its rows go in cache-sized tiles, shared across the cores
         # (threads.by_rows)
-        x = np.require(self.data, requirements="C")        # rows() views it; a 0-d x stays 0-d
-        c, k = np.asarray(np.sqrt(2 / np.pi), x.dtype), 0.044715
+        x = self.data if self.data.flags.c_contiguous else self.data.copy()   # rows() views it
+        c, k = x.dtype.type(np.sqrt(2 / np.pi)), 0.044715
         buf, out = np.empty_like(x), np.empty_like(x)
 
         def forward(x, buf, out):                        # on a block of rows
@@ -443,7 +451,7 @@ class Tensor:
         axis = _axes("softmax", axis, self.ndim)
         # softmax(x - c) = softmax(x) for any constant c; with c = max(x), the largest
         # exponent is 0 and e^(x - c) cannot overflow
-        shift = np.max(self.data, axis=axis, keepdims=True, initial=-np.inf)   # (initial: an empty x works)
+        shift = _kept_max(self.data, axis)
         if modes.composed:   # the formula, op by op
             e = (self - Tensor(shift)).exp()
             return e / e.sum(axis, keepdims=True)
@@ -458,7 +466,7 @@ class Tensor:
     def log_softmax(self, axis=-1):
         """x - log Σ_j e^x_j along `axis` (the log of softmax, without its underflow)."""
         axis = _axes("log_softmax", axis, self.ndim)
-        shift = np.max(self.data, axis=axis, keepdims=True, initial=-np.inf)   # a constant, as in softmax
+        shift = _kept_max(self.data, axis)   # a constant, as in softmax
         if modes.composed:   # the formula, op by op
             shifted = self - Tensor(shift)
             return shifted - shifted.exp().sum(axis, keepdims=True).log()
@@ -514,7 +522,7 @@ class Tensor:
             out = self.data[index]
         except IndexError as error:
             raise IndexError(f"getitem: {error} (indexing a tensor of shape {self.shape})") from None
-        repeats = any(isinstance(i, np.ndarray) and i.dtype.kind in "iu"
+        repeats = any((isinstance(i, np.ndarray) or devices.on_gpu(i)) and i.dtype.kind in "iu"
                       for i in (index if isinstance(index, tuple) else (index,)))
 
         return make_op("getitem", out, (self,), vjps=(lambda g: autograd.Scatter(index, g, repeats),),
@@ -539,10 +547,11 @@ class Tensor:
     def masked_fill(self, mask, value):
         """`value` where the boolean `mask` is True, x elsewhere (mask broadcasts to x)."""
         mask = _bool_mask("masked_fill", mask)
+        devices.same("masked_fill", mask, self.data)
         if _broadcast_shape(mask, self.data) != self.shape:
             raise ValueError(f"masked_fill: mask of shape {mask.shape} does not broadcast to the "
                              f"tensor's shape {self.shape}")
-        out = np.where(mask, np.asarray(value, self.dtype), self.data)
+        out = np.where(mask, self.dtype.type(value), self.data)
         return make_op("masked_fill", out, (self,), vjps=(lambda g: np.where(mask, 0, g),),
                        rules=("d/dx = 0 where filled (no longer x), 1 elsewhere",))
 
@@ -564,8 +573,8 @@ def make_op(op, data, inputs, vjps, rules=None):
         chain-rule trace and the explorer page show it.
     Without grad mode, or when no input needs a gradient, no graph is kept.
     """
-    if type(data) is not np.ndarray:
-        data = np.asarray(data)
+    if type(data) is not np.ndarray:   # a number (numpy's 0-d arithmetic makes one), a list, a CuPy array
+        data = devices.array(data)
     if modes.anomaly:
         autograd.check_finite(op, data, "the output (forward)", inputs)
     out = Tensor.__new__(Tensor)
@@ -596,6 +605,7 @@ def cat(tensors, axis=0):
     if len({shape[:axis] + shape[axis + 1:] for shape in shapes}) > 1:
         raise ValueError(f"cat: shapes {shapes} cannot be joined along axis {axis}: all axes but "
                          "that one must match")
+    devices.same("cat", *(t.data for t in tensors))
     out = np.concatenate([t.data for t in tensors], axis=axis, dtype=_result_dtype(*tensors))
     ends = np.cumsum([t.shape[axis] for t in tensors])
     pieces = [(slice(None),) * axis + (slice(end - t.shape[axis], end),) for t, end in zip(tensors, ends)]
@@ -619,6 +629,7 @@ def where(condition, a, b):
     """a where the boolean `condition` is True, else b (all three broadcast)."""
     condition = _bool_mask("where", condition)
     a, b = _pair(a, b)
+    devices.same("where", condition, a.data, b.data)
     if _broadcast_shape(condition, a.data, b.data) is None:
         raise ValueError(f"where: condition {condition.shape}, a {a.shape} and b {b.shape} "
                          "cannot be broadcast together")
@@ -651,6 +662,8 @@ def pick_elementwise(op, pick, beaten, a, b, rules):
 def _broadcasting(op, numpy_fn, a, b, dtype=None):
     """numpy_fn(a.data, b.data) in `dtype`, or in PyTorch's promoted one where a's and b's
     differ; an error names the op and the shapes when they don't broadcast."""
+    if type(a.data) is not type(b.data):
+        devices.same(op, a.data, b.data)
     if dtype is None and a.data.dtype != b.data.dtype:
         dtype = _result_dtype(a, b)
     try:
@@ -671,6 +684,14 @@ def _result_dtype(*tensors):
     leaders = [t for t in tensors if _RANK[t.data.dtype.kind] == top]
     leaders = [t for t in leaders if t.ndim] or leaders
     return np.result_type(*(t.data.dtype for t in leaders))
+
+
+def _kept_max(x, axes):
+    """x's max over `axes`, kept as axes of size 1; -inf where there is nothing to take the max
+    of (an empty x), as PyTorch's softmax of nothing."""
+    if x.size:
+        return np.max(x, axis=axes, keepdims=True)
+    return np.full([1 if a in axes else n for a, n in enumerate(x.shape)], -np.inf, x.dtype, like=x)
 
 
 def _broadcast_shape(*arrays):

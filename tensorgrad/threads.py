@@ -10,6 +10,9 @@ lock (the GIL) inside each call, so the blocks really run together.
 Each row (each element, each parameter) goes through the same numpy calls whatever block or
 tile it lands in, so the results are bit-identical for any number of threads.
 
+The tiles are the CPU's: on a GPU (CuPy arrays) by_rows runs work once on the whole arrays,
+since the GPU parallelises each call itself.
+
 How many: `set_num_threads(n)` and `get_num_threads()`, as `torch.set_num_threads`. By default,
 as OpenBLAS counts its own: OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else the cores this
 process may run on. They are tensorgrad's threads only: BLAS keeps its own count (set it with
@@ -98,6 +101,8 @@ def by_rows(work, *arrays):
     """work(*tiles) on matching tiles of rows (the first axis) of equally long arrays, each tile
     about TILE_ELEMENTS, the tiles split across the threads: for work that treats each row on
     its own. The tiles are the same for any number of threads, so is every call work makes."""
+    if type(arrays[0]) is not np.ndarray:   # on the GPU: one call, over the whole arrays
+        return work(*arrays)
     count = len(arrays[0])
     row = sum(array[0].size for array in arrays) if count else 0
     tile = max(1, TILE_ELEMENTS // max(row, 1))       # rows a tile

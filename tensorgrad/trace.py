@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from . import autograd
+from . import autograd, devices
 from . import names
 
 JACOBIAN_LIMIT = 256   # print a Jacobian up to this many entries
@@ -108,14 +108,15 @@ def _jacobian(vjp, out, x):
     """d out / d x as a (out.size, x.size) matrix: row i is the vjp of the i-th unit vector."""
     rows = []
     for i in range(out.size):
-        unit = np.zeros(out.size, out.dtype)
+        unit = np.zeros(out.size, out.dtype, like=out)   # on the graph's device, for its vjp
         unit[i] = 1
-        rows.append(autograd.dense(vjp(unit.reshape(out.shape)), x.shape, x.dtype).reshape(-1))
+        row = autograd.dense(vjp(unit.reshape(out.shape)), x.shape, x.dtype).reshape(-1)
+        rows.append(devices.to(row, "cpu"))
     return np.array(rows)
 
 
 def _show(value):
-    value = np.asarray(value)
+    value = devices.to(devices.array(value), "cpu")   # printed from the host
     if value.size == 1:
         return f"{value.item():.4g}"
     return np.array2string(value, precision=4, suppress_small=True, threshold=64,

@@ -4,6 +4,8 @@ on modules and optimizers, Module.to with a device or a dtype, and nn.functional
 
 Where torch is installed, the module tree's orders (state_dict keys, apply) are compared with
 the same tree built in torch; those tests skip cleanly without it."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -324,11 +326,17 @@ def test_to_an_integer_dtype_is_refused():
         Stack().to(np.int64)
 
 
-@pytest.mark.parametrize("device", ["cuda", "cuda:0", "mps"])
-def test_to_another_device_says_tensorgrad_runs_on_the_cpu(device):
-    with pytest.raises(RuntimeError, match=f"Stack.to: device '{device}' .*CPU"):
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_to_cuda_without_cupy_says_how_to_install_it(device, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)   # `import cupy` fails, as without CuPy
+    with pytest.raises(RuntimeError, match='needs CuPy.*pip install "tensorgrad\\[cuda\\]"'):
         Stack().to(device)
     assert tg.cuda.is_available() is False
+
+
+def test_to_a_device_tensorgrad_has_not_is_refused_by_name():
+    with pytest.raises(ValueError, match="Stack.to: device must be 'cpu' or 'cuda'.*'mps'"):
+        Stack().to("mps")
 
 
 # ---- nn.functional -----------------------------------------------------------------------

@@ -4,6 +4,8 @@ and a ValueError, as numpy's) naming the op, the axis and the number of axes; sh
 don't fit are a ValueError naming the op and the shapes (PyTorch: RuntimeError, see
 DELIBERATE_DIFFERENCES); wrong kinds of argument are TypeErrors. Each case is run in PyTorch
 too, where PyTorch has it, to show which error a PyTorch user meets there."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -168,25 +170,34 @@ def test_only_float_tensors_can_require_grad():
 
 
 DEVICE_CALLS = {
-    "tensor": lambda: tg.tensor([1.0], device="cuda"),
-    "zeros": lambda: tg.zeros(2, device="cuda"),
-    "ones": lambda: tg.ones(2, device="cuda:0"),
-    "full": lambda: tg.full((2,), 1.0, device="cuda"),
-    "randn": lambda: tg.randn(2, device="cuda"),
-    "rand": lambda: tg.rand(2, device="mps"),
-    "arange": lambda: tg.arange(3, device="cuda"),
-    "to": lambda: tg.zeros(2).to("cuda"),
+    "tensor": lambda device: tg.tensor([1.0], device=device),
+    "zeros": lambda device: tg.zeros(2, device=device),
+    "ones": lambda device: tg.ones(2, device=device),
+    "full": lambda device: tg.full((2,), 1.0, device=device),
+    "randn": lambda device: tg.randn(2, device=device),
+    "rand": lambda device: tg.rand(2, device=device),
+    "randint": lambda device: tg.randint(3, (2,), device=device),
+    "arange": lambda device: tg.arange(3, device=device),
+    "to": lambda device: tg.zeros(2).to(device),
 }
 
 
 @pytest.mark.parametrize("call", DEVICE_CALLS)
-def test_a_device_other_than_the_cpu_is_refused_by_name(call):
-    error = raises(DEVICE_CALLS[call], RuntimeError, "cpu")
-    assert "cuda" in str(error) or "mps" in str(error)
+def test_cuda_without_cupy_says_how_to_install_it_in_one_line(call, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)   # `import cupy` fails, as on a machine without it
+    for device in ("cuda", "cuda:0"):
+        error = raises(lambda: DEVICE_CALLS[call](device), RuntimeError, "cupy", 'pip install "tensorgrad[cuda]"')
+        assert "\n" not in str(error)
 
 
-def test_the_cpu_is_accepted_everywhere():
-    assert tg.cuda.is_available() is False
+@pytest.mark.parametrize("call", DEVICE_CALLS)
+def test_a_device_tensorgrad_has_not_is_refused_by_name(call):
+    raises(lambda: DEVICE_CALLS[call]("mps"), ValueError, "'mps'", "'cpu' or 'cuda'")
+
+
+def test_the_cpu_is_accepted_everywhere(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    assert tg.cuda.is_available() is False and tg.cuda.device_count() == 0
     x = tg.tensor([1.0], device="cpu")
     assert x.device == "cpu" and x.to("cpu").device == "cpu" and tg.zeros(2, device="cpu").device == "cpu"
 
