@@ -24,7 +24,8 @@ What an exercise does changes no other exercise's verdict, nor its own into a pa
 - each worker leads a session (a process group) of its own, killed whole when its exercise
   ends or runs out of time, or when the checker is stopped (Ctrl-C, SIGTERM, SIGHUP): what
   the exercise started ends with it. On Linux the worker also ends when the checker dies,
-  even by SIGKILL (PR_SET_PDEATHSIG);
+  even by SIGKILL (PR_SET_PDEATHSIG). These are the training job's workers
+  (tgtrain/workers.py), not a copy of them;
 - each worker reports on a pipe of its own; a message carries the worker's pid, and one from
   any other process is not heard; a process the exercise forked that comes back into the
   grader's code ends there; and the worker's end is asked of the system (waitid), not of the
@@ -46,7 +47,6 @@ import argparse
 import contextlib
 import json
 import math
-import multiprocessing
 import os
 import signal
 import sys
@@ -60,7 +60,7 @@ import lab
 import messages
 from grading import NEEDS_WORK, NOT_STARTED, PASSES, grade_file, recheck
 from messages import say
-from tgtrain.workers import held   # signals that wait while a worker starts or ends: the job's own
+from tgtrain.workers import STOPS, Worker, held   # the training job's workers, and its stop signals
 
 TIMEOUT = 10.0       # seconds a check (or a step of a long one: lab.tell) may take
 PREPARING = 300.0    # seconds what an exercise prepares before its first step may take (lab.preparing)
@@ -68,7 +68,6 @@ LONGEST = 86400.0    # the longest --timeout, a day: a pipe's poll refuses a muc
 AHEAD = 1            # workers started before their turn (each a new Python with numpy: a few tenths of a second)
 TICK = 0.25          # seconds between two looks at whether the worker still runs
 LARGEST = 1 << 26    # bytes a worker's message may hold: 64 MiB (its numbers are a few small gradients)
-STOPS = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
 
 
 def main(argv=None):
@@ -90,7 +89,7 @@ def main(argv=None):
         parser.error(say("no_such_exercise", number=unknown[0], first=lab.numbers()[0], last=lab.numbers()[-1]))
     lab.use_solutions = args.solutions
     verdicts = []
-    before = {stop: signal.getsignal(stop) for stop in STOPS[1:]}   # Ctrl-C: KeyboardInterrupt
+    before = {stop: signal.getsignal(stop) for stop in STOPS - {signal.SIGINT}}   # Ctrl-C: KeyboardInterrupt
     for stop, handler in before.items():
         if handler is not signal.SIG_IGN:   # nohup's SIGHUP stays ignored
             signal.signal(stop, _stop)
@@ -151,57 +150,28 @@ def grade_apart(numbers, timeout):
         for i, number in enumerate(numbers):
             with held(STOPS):   # a stop waits until there is a worker to end with it
                 if not started:
-                    started.append(Worker(number))
+                    started.append(_start(number))
                 worker = started[0]
-                worker.go()
+                worker.connection.send_bytes(b"go")
                 for each in numbers[i + len(started):i + 1 + AHEAD]:
-                    started.append(Worker(each))
+                    started.append(_start(each))
             verdict, lines = _listen(number, worker, timeout)
-            worker.end()
+            worker.kill()   # its process group: the worker and what its exercise started
             started.pop(0)
             yield number, verdict, lines
     finally:   # Ctrl-C, SIGTERM, or the checker's own error: no worker is left
         for each in started:
-            each.end()
+            each.kill()
 
 
-class Worker:
-    """A process that grades exercise `number` once let go (go()), reporting on a pipe of
-    its own; end() kills it and its process group. It is a new Python ("spawn", which every
-    platform has), not a fork of this one: Python's docs warn that forking a process that
-    runs threads (numpy's BLAS starts some) can leave the child waiting forever on a lock
-    one of them held."""
-
-    def __init__(self, number):
-        spawn = multiprocessing.get_context("spawn")
-        self.found, tell = spawn.Pipe(duplex=False)
-        wait_for, self.start = spawn.Pipe(duplex=False)
-        self.process = spawn.Process(target=_work, daemon=True, args=(
-            number, lab.use_solutions, messages.language, wait_for, tell, os.getpid()))
-        self.process.start()
-        tell.close()   # the worker holds its own copies: when it ends, found.recv_bytes() sees the end
-        wait_for.close()
-        self.ended = False
-
-    def go(self):
-        self.start.send_bytes(b"go")
-
-    def end(self):
-        """Kill the worker's process group (the worker and what its exercise started), then
-        the worker itself where it had not made its group yet (or the platform has none)."""
-        if self.ended:   # once: after join, its pid may be another process's
-            return
-        with held(STOPS):   # a second Ctrl-C or SIGTERM does not stop the ending half way
-            self.ended = True
-            if hasattr(os, "killpg"):
-                try:   # it is not reaped yet, so its pid, and its group's, are still its own
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                except OSError:   # no such group: it had not made one yet, or it and all of it are gone
-                    pass
-            self.process.kill()
-            self.process.join()
-            self.found.close()
-            self.start.close()
+def _start(number):
+    """A worker (tgtrain.workers: a session of its own) that grades exercise `number` once
+    told to go. A new Python ("spawn"), not a fork of this one: Python's docs warn that forking
+    a process that runs threads (numpy's BLAS starts some) can leave the child waiting forever
+    on a lock one of them held. When the checker dies, SIGTERM, not SIGKILL: it kills the
+    worker's whole group, so what its exercise started ends too."""
+    return Worker.start(_work, number, lab.use_solutions, messages.language,
+                        method="spawn", on_parent_death=signal.SIGTERM)
 
 
 def _listen(number, worker, timeout):
@@ -209,7 +179,7 @@ def _listen(number, worker, timeout):
     the time limit for what follows, ("done", ...) ends. A message from any process but the
     worker (one its exercise forked) is not heard; one that cannot be read is the exercise's."""
     doing, limit = say("starting_worker"), max(timeout, PREPARING)
-    found, process = worker.found, worker.process
+    found, process = worker.connection, worker.process
     deadline, listening = time.monotonic() + limit, [found, process.sentinel]
     while True:
         ready = wait(listening, max(0.0, min(deadline - time.monotonic(), TICK)))
@@ -241,7 +211,7 @@ def _listen(number, worker, timeout):
 def _exit_status(process):
     """The worker's exit status once it has ended (-N: killed by signal N), else None. Asked
     of the system (waitid), not of its sentinel pipe, which a process its exercise forked
-    may hold open; and it is not reaped, so its pid, and its group's, stay its own for end()."""
+    may hold open; and it is not reaped, so its pid, and its group's, stay its own for kill()."""
     if not hasattr(os, "waitid"):
         return process.exitcode
     try:
@@ -286,18 +256,16 @@ def _verdict(number, message):
 
 
 # ---- the worker -------------------------------------------------------------------------------------
-def _work(number, solutions, language, wait_for, tell, checker):
-    """The worker: once `wait_for` says go, grade exercise `number`, telling `tell`
-    {"kind": "doing", "what": ...} before each check, "preparing" before what an exercise
-    prepares (lab.preparing), and "done" (the verdict, its lines, the gradients compared
-    where it passes, the names of what the exercise replaced) at the end; each message as
-    JSON, with the worker's pid."""
-    _on_its_own(checker)
+def _work(connection, number, solutions, language):
+    """The worker, on its own (Worker.start): once the checker says go on `connection`, grade
+    exercise `number`, telling the checker {"kind": "doing", "what": ...} before each check,
+    "preparing" before what an exercise prepares (lab.preparing), and "done" (the verdict,
+    its lines, the gradients compared where it passes, the names of what the exercise
+    replaced) at the end; each message as JSON, never pickle, with the worker's pid."""
     try:
-        wait_for.recv_bytes(16)
-    except (EOFError, OSError):   # the checker ended it before its turn
+        connection.recv_bytes(16)
+    except (EOFError, OSError):   # the checker ended before its turn
         return
-    wait_for.close()
     lab.use_solutions, messages.language = solutions, language
     me = os.getpid()
 
@@ -307,7 +275,7 @@ def _work(number, solutions, language, wait_for, tell, checker):
         for stream in (sys.stdout, sys.stderr):   # what the exercise printed, before the checker goes on
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 stream.flush()
-        tell.send_bytes(json.dumps({"pid": me, "kind": kind, **fields}).encode())
+        connection.send_bytes(json.dumps({"pid": me, "kind": kind, **fields}).encode())
 
     lab.tell = lambda what: send("doing", what=what)   # a long check's steps, each timed on its own
     lab.preparing = lambda what: send("preparing", what=what)
@@ -323,29 +291,6 @@ def _work(number, solutions, language, wait_for, tell, checker):
     send("done", verdict=verdict, lines=[str(line) for line in lines], replaced=replaced,
          compared=[[op, name, _numbers(got), _numbers(want)] for op, name, got, want in compared]
          if verdict == PASSES else [])
-
-
-def _on_its_own(checker):
-    """The worker leads a session (a process group) of its own: the checker kills the whole
-    group, so what the exercise starts ends with it, and Ctrl-C in a terminal reaches the
-    checker alone. On Linux it gets SIGTERM when the checker dies (PR_SET_PDEATHSIG), and
-    SIGTERM kills its group."""
-    alone = False
-    with contextlib.suppress(AttributeError, OSError):   # no sessions here: the checker kills the worker alone
-        os.setsid()
-        alone = True
-    end = (lambda: os.killpg(os.getpgrp(), signal.SIGKILL)) if alone else (lambda: os._exit(1))
-    if alone:
-        signal.signal(signal.SIGTERM, lambda number, frame: end())
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)   # held by the checker while it started us
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the checker's: it ends the worker
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(Exception):   # no libc to call: the checker's own kill still holds
-            import ctypes
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)   # 1: PR_SET_PDEATHSIG
-        if os.getppid() != checker:   # it died before that call
-            end()
 
 
 # ---- what the grader computes with, and the numbers that cross ----------------------------------

@@ -3,6 +3,7 @@ ends with it, an exercise that forks shifts no verdict, a stop signal to the che
 worker behind, and an exercise that patches numpy or the grader to pass itself does not pass:
 the verdict names what it replaced. Each exercise here is written into a copy of exercises/
 under tmp_path, as a learner (or someone trying the checker) would write it."""
+import ast
 import os
 import signal
 import subprocess
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_lab import ENGLISH, lab_cache, learner, run_check, write_vjp  # noqa: E402,F401  (fixtures too)
+from test_lab import ENGLISH, EXERCISES, check, lab_cache, learner, run_check, write_vjp  # noqa: E402,F401
+from tgtrain import workers  # noqa: E402
 
 SOLVED_04 = {"exp_vjp": "return g * out", "log_vjp": "return g / x", "tanh_vjp": "return g * (1 - out ** 2)"}
 WRONG_04 = {"exp_vjp": "return g", "log_vjp": "return g", "tanh_vjp": "return g"}   # right shapes, wrong numbers
@@ -156,6 +158,29 @@ def test_a_process_an_exercise_starts_ends_with_the_exercise(learner, pids, how)
     assert result.stdout.splitlines() == ["04_exp_log_tanh: passes", "05_matmul: not started"], result.stderr
     child = started(pids, 1, within=1)[0]
     assert gone(child), "the exercise's child outlived it"
+
+
+# ---- the worker: the training job's own (issue 37)
+def test_check_py_starts_and_ends_its_workers_with_tgtrain_workers_and_keeps_no_copy(monkeypatch):
+    """One implementation of a supervised worker: check.py's are tgtrain.workers.Worker's,
+    spawned, and sent SIGTERM when the checker dies (it kills the worker's group, what the
+    exercise started with it); no file of the lab makes processes, sessions or pipes itself."""
+    for path in EXERCISES.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        own = {name for name in imported if name.split(".")[0] in ("multiprocessing", "ctypes")}
+        assert own <= {"multiprocessing.connection"}, (path, own)   # its wait(), on the worker's connection
+        called = {node.func.attr for node in ast.walk(tree)
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
+        assert not called & {"Process", "get_context", "Pipe", "setsid", "killpg", "prctl"}, (path, called)
+    assert check.Worker is workers.Worker
+    starts = []
+    real = workers.Worker.start.__func__
+    monkeypatch.setattr(workers.Worker, "start", classmethod(
+        lambda cls, *args, **options: starts.append(options) or real(cls, *args, **options)))
+    assert list(check.grade_apart([4, 5], 60)) == [(4, "not started", []), (5, "not started", [])]
+    assert starts == [{"method": "spawn", "on_parent_death": signal.SIGTERM}] * 2
 
 
 # ---- a checker that is stopped

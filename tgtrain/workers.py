@@ -1,6 +1,8 @@
 """Worker processes, supervised: each started in a process group of its own, sent messages,
 known alive or dead, and stopped together with whatever it started. tgtrain/parallel.py's
-data-parallel step runs on them; so can a grader that must be able to stop the code it runs.
+data-parallel step runs on them, and so does exercises/check.py's grader, which must be able
+to stop the code it runs (it sends JSON with connection.send_bytes: unpickling what an
+exercise wrote would run it).
 
     worker = Worker.start(work, "data.txt")   # work(connection, "data.txt"), in a new process
     worker.send(("square", 3))                # a message (pickled), answered by serve() there,
