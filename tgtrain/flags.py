@@ -4,6 +4,9 @@ by default) and reading them from the command line, every value checked as it is
     config, given = tgtrain.flags.parse_config(["--max_iters", "500"])
     config.max_iters, given   # 500, {"max_iters": 500}: given names the flags on the command line
 
+    config, _ = tgtrain.flags.parse_config(["--preset", "shakespeare_char", "--device", "cuda"])
+    config.n_layer, config.processes   # 6, 1: nanoGPT's GPU configuration, in this one process
+
 A bad flag is argparse's usage error: one line on stderr, exit status 2. A setting read from
 elsewhere (a checkpoint's, on --resume) is held to its flag's own check (setting), the
 settings to each other once all are known (combination_error), and --processes to the cores
@@ -17,6 +20,7 @@ from pathlib import Path
 
 from nn import checks
 from nn.config import FIELDS as GPT_FIELDS
+from tensorgrad import devices
 
 from .outputs import OutputError, check_clashes, claimed
 
@@ -53,6 +57,15 @@ def cores():
         return len(os.sched_getaffinity(0))
     except AttributeError:   # macOS, Windows
         return os.cpu_count() or 1
+
+
+DEVICE = checks.one_of(("cpu", "cuda", "cuda:0"))
+
+# nanoGPT's config/train_shakespeare_char.py, for a GPU: its model (nanoGPT ties the head to the
+# token embedding), batch, dropout, schedule (the cosine ends at max_iters) and evaluations
+PRESETS = {"shakespeare_char": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, dropout=0.2, tie_weights=True,
+                                    batch_size=64, max_iters=5000, lr=1e-3, min_lr=1e-4, warmup_iters=100,
+                                    beta2=0.99, eval_interval=250, eval_iters=200)}
 
 
 def flag(default, help, check):
@@ -96,10 +109,13 @@ class Config:
     weight_decay: float = flag(0.1, "AdamW weight decay (matrices and embeddings only)", checks.NON_NEGATIVE)
     grad_clip: float = flag(1.0, "clip the global gradient norm to this; 0 turns clipping off", checks.NON_NEGATIVE)
     seed: int = flag(1337, "seed of the initial weights, the batches and the samples", checks.SEED)
+    device: str = flag("cpu", "where the model trains: cpu (numpy), or cuda (cuda:0 too: CuPy on the first GPU, "
+                              f'{devices.INSTALL}); cuda runs in this one process, --processes 1', DEVICE)
     processes: int = flag(min(4, cores()),
                           "processes that share each batch and each evaluation (data parallel, each "
                           "multiplying matrices on one core; at most the cores this job may use); 1 runs "
-                          "the model on the whole batch with numpy's own BLAS threads", checks.POSITIVE_COUNT)
+                          "the model on the whole batch with numpy's own BLAS threads; CPU only: "
+                          "--device cuda makes it 1 and refuses more", checks.POSITIVE_COUNT)
     worker_timeout: float = flag(30.0, "seconds a worker process may take to answer (or 10 times its slowest "
                                        "answer so far, if longer) before the job kills it as hung", checks.POSITIVE)
     # evaluation and output
@@ -165,20 +181,45 @@ def within_cores(config):
     return replace(config, processes=available)
 
 
+def on_gpu(config, given, parser):
+    """The config of a run with --device cuda: one process (the data-parallel processes are
+    the CPU's, so --processes above 1 is refused, and left unsaid it is 1), CuPy importable
+    and seeing a GPU (else argparse's usage error, naming how to install it)."""
+    if given.get("processes", 1) > 1:
+        parser.error(f"--device cuda runs in one process: --processes {given['processes']} splits each "
+                     "batch across CPU processes, which only --device cpu does; drop --processes")
+    try:
+        devices.cupy()
+    except RuntimeError as error:   # one line: "device 'cuda' needs CuPy, ...: pip install "tensorgrad[cuda]" ..."
+        parser.error(f"--device cuda: {error}")
+    if not devices.is_available():
+        parser.error(f"--device cuda: CuPy sees no CUDA GPU on this machine (or no driver for it); "
+                     "train with --device cpu")
+    return replace(config, processes=1)
+
+
 def parse_config(argv=None, description=None):
     """The Config from the command line (argv, or sys.argv's), plus the names of the flags
     actually given (a resumed run takes the rest from its checkpoint)."""
     parser = argparse.ArgumentParser(description=description, argument_default=argparse.SUPPRESS,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", choices=list(PRESETS), help="settings of a known configuration, the flags given "
+                        "with it winning over them; shakespeare_char: nanoGPT's GPU configuration, "
+                        + ", ".join(f"{name} {value}" for name, value in PRESETS["shakespeare_char"].items()))
     for f in fields(Config):
         help = f"{f.metadata['help']} (default: {f.default})"
         if f.type is bool:
             parser.add_argument(f"--{f.name}", action="store_true", help=help)
         else:   # each value is checked as it is read: argparse refuses the rest (exit status 2)
-            kind = f.type if f.type is str else checked(f.type, f.metadata["check"])
+            kind = checked(f.type, f.metadata["check"])
             parser.add_argument(f"--{f.name}", type=kind, metavar=f.type.__name__.upper(), help=help)
     given = vars(parser.parse_args(argv))   # only the flags on the command line (SUPPRESS)
+    given = {**PRESETS.get(given.pop("preset", None), {}), **given}   # a preset's settings count as given
+    if "device" in given:
+        given["device"] = devices.parse(given["device"])   # cuda:0 is cuda
     config = Config(**given)
+    if config.device == "cuda":
+        config = on_gpu(config, given, parser)
     problem = None if config.resume else combination_error(config)   # resumed: once merged with the checkpoint's
     if problem:
         parser.error(problem)

@@ -12,6 +12,8 @@ rows [step, train loss, val loss, learning rate] of finite numbers with rising s
 `best_val_loss` null or a finite number, `rng` and `batch_rng` the states of numpy's PCG64.
 A field that fails is a CheckpointError naming the file and the field; nothing is written.
 """
+from dataclasses import replace
+
 import nn
 from nn import checks
 
@@ -24,15 +26,21 @@ RUN_STATE = ("config", "step", "history", "best_val_loss", "rng", "batch_rng")  
 def resumed_config(config, given, checkpoint):
     """The Config of a resumed run: the checkpoint's settings (checked, with the rest of its
     run state: check_run_state), overridden by the flags given now (except the model's
-    shape, which the checkpoint fixes), then checked together (a usage error, exit status 2)."""
+    shape, which the checkpoint fixes), then checked together (a usage error, exit status 2).
+    The device is this run's (--device, else cpu), never the checkpoint's: a GPU run goes on
+    on a CPU, and back (in one process on cuda; a GPU run's one process is not kept)."""
     path, (model, _, meta) = config.out, checkpoint
     saved = check_run_state(path, meta)
+    if saved.pop("device", "cpu") != "cpu":   # its --processes 1 was the GPU's, not a choice
+        saved.pop("processes", None)
     shape = {name: model.config[name] for name in MODEL_FIELDS}
     changed = [f"--{name} {given[name]} (the checkpoint has {shape[name]})"
                for name in MODEL_FIELDS if name in given and given[name] != shape[name]]
     if changed:
         raise JobError(f"--resume cannot change the model's shape: {', '.join(changed)}; drop those flags")
     merged = Config(**{**saved, **shape, **given, "out": path, "overwrite": False})
+    if merged.device == "cuda":   # an explicit --processes above 1 was refused with the flags
+        merged = replace(merged, processes=1)
     problem = combination_error(merged)
     if problem:
         raise JobError(f"--resume: {problem} (the flags given now over the checkpoint's settings)", status=2)
