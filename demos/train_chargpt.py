@@ -3,6 +3,7 @@
     python demos/train_chargpt.py                        # tiny shakespeare, nanoGPT's CPU configuration
     python demos/train_chargpt.py --data my.txt --max_iters 500
     python demos/train_chargpt.py --resume --max_iters 3000   # continue from --out
+    python demos/train_chargpt.py --preset shakespeare_char --device cuda   # nanoGPT's GPU configuration
     python demos/sample_chargpt.py out/chargpt.safetensors --prompt "ROMEO:"
     python demos/export_gpt2.py out/chargpt.safetensors out/chargpt-gpt2   # for PyTorch / Hugging Face
 
@@ -13,7 +14,9 @@ beside the checkpoint (.csv, and .png when matplotlib is installed), and so does
 gradient health measured at each evaluation's step (.health.csv and .health.png). Ctrl-C
 stops after the current step, writes the checkpoint and exits with status 130 (SIGTERM: the
 same, 143); --resume continues from it exactly as if the run had never stopped (from an
-.npz checkpoint of tensorgrad 0.1 too).
+.npz checkpoint of tensorgrad 0.1 too). --device cuda trains on the GPU with CuPy, in this
+one process: each batch is copied there (x.to(device)), the loss read back (.item()), and
+the checkpoint holds host arrays, so it resumes, samples and exports on a CPU too.
 
 This file is the loop; the machinery around it is the tgtrain package: the flags and their
 checks (tgtrain/flags.py), the outputs claimed and locked before step 0 (tgtrain/start.py), the
@@ -70,6 +73,7 @@ def build(config, checkpoint=None):
         nn.manual_seed(config.seed)   # the initial weights, then dropout, draw from nn's generator
         model = nn.GPT(corpus.tokenizer.vocab_size, config.block_size, config.n_layer, config.n_head,
                        config.n_embd, config.dropout, tie_weights=config.tie_weights)
+    model.to(config.device)   # its parameters, in place: the optimizer's state is made beside them
     optimizer = nn.optim.AdamW(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2),
                                weight_decay=config.weight_decay)
     return corpus, model, optimizer
@@ -95,7 +99,8 @@ def run_job(config, interrupt, checkpoint=None):
         try:
             seconds = train_steps(run, parallel, interrupt)
             if not interrupt.requested and (run.evaluated(run.step) or run.evaluate(parallel, interrupt)):
-                full = full_split_loss(parallel, corpus.val, config.block_size, config.batch_size, interrupt)
+                full = full_split_loss(parallel, corpus.val, config.block_size, config.batch_size, interrupt,
+                                       config.device)
         except tgtrain.WorkerDied as died:   # died, or stopped answering: the run cannot go on without it
             lost = died
         if full is None:   # Ctrl-C, SIGTERM or a worker lost, in training or in the final evaluation

@@ -37,6 +37,7 @@ import zlib
 import numpy as np
 
 import tensorgrad as tg
+from tensorgrad import devices
 
 from . import checks, rng
 from .atomic import open_regular
@@ -59,7 +60,7 @@ __all__ = ["CheckpointError", "save", "load", "check_state", "check_optimizer_st
 def save(path, model, optimizer=None, **meta):
     """Write model (and optimizer) state and `meta` to `path` atomically. Returns path.
     `optimizer` may be given by position or by name."""
-    arrays = dict(model.state_dict())
+    arrays = {name: devices.to(array, "cpu") for name, array in model.state_dict().items()}   # host arrays, from a GPU
     if optimizer is not None:
         arrays.update({OPTIMIZER + name: array for name, array in optimizer.state_dict().items()})
     _check_keys(meta)

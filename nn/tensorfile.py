@@ -175,9 +175,11 @@ def check_shape(where, shape, dtype):
 def first_non_finite(arrays):
     """The name of the first float array of {name: array} that holds a NaN or an infinity, or
     None. Every value is finite exactly when the smallest and the largest are (a NaN makes
-    both NaN): two passes over each array, and no mask of its size taken to find out."""
+    both NaN): two passes over each array, and no mask of its size taken to find out (on a
+    GPU, two numbers read back: float())."""
     return next((name for name, array in arrays.items()
-                 if array.dtype.kind == "f" and array.size and not np.isfinite([array.min(), array.max()]).all()),
+                 if array.dtype.kind == "f" and array.size
+                 and not np.isfinite([float(array.min()), float(array.max())]).all()),
                 None)
 
 

@@ -1,13 +1,24 @@
 """What the main job measures and shows of its model: the loss of each split (estimate_loss,
-at every evaluation, and full_split_loss, once at the end) and a sample of generated text."""
+at every evaluation, and full_split_loss, once at the end) and a sample of generated text;
+and how a batch reaches the model's device (to_device)."""
 import sys
 
 import numpy as np
 from tqdm import tqdm
 
+import tensorgrad as tg
 from nn import data
 
 SAMPLE_CHARS = 200   # length of the samples printed while training
+
+
+def to_device(batch, device):
+    """A batch (x, y) of host arrays on `device`, moved as nanoGPT's loop moves it (`x, y =
+    x.to(device), y.to(device)`): on cuda, the only copies to the GPU a step makes. On the
+    CPU the arrays go as they are (the data-parallel processes split them)."""
+    if device == "cpu":
+        return batch
+    return tuple(tg.tensor(array).to(device) for array in batch)
 
 
 def estimate_loss(parallel, corpus, config, stopping=lambda: False):
@@ -26,7 +37,8 @@ def estimate_loss(parallel, corpus, config, stopping=lambda: False):
             for _ in range(config.eval_iters):
                 if stopping():
                     return None
-                x, y = data.get_batch(getattr(corpus, split), config.block_size, config.batch_size, rng)
+                batch = data.get_batch(getattr(corpus, split), config.block_size, config.batch_size, rng)
+                x, y = to_device(batch, config.device)
                 batch_losses.append(parallel.loss(x, y))
             losses[split] = float(np.mean(batch_losses))
     finally:
@@ -34,16 +46,18 @@ def estimate_loss(parallel, corpus, config, stopping=lambda: False):
     return losses
 
 
-def full_split_loss(parallel, split, block_size, batch_size, interrupt):
+def full_split_loss(parallel, split, block_size, batch_size, interrupt, device="cpu"):
     """Mean cross-entropy of all len(split) - 1 next-token predictions of `split`, each
     predicted once from the tokens before it in its window (data.whole_split_batches), as
-    in sampling from scratch. Returns None if Ctrl-C interrupts it."""
+    in sampling from scratch, each batch moved to `device`. Returns None if Ctrl-C
+    interrupts it."""
     total = 0.0   # summed over predictions in float64: no drift over 1e5 terms
     parallel.model.eval()
     for xb, yb in tqdm(data.whole_split_batches(split, block_size, batch_size),
                        desc="full val split", leave=False, disable=not on_a_terminal()):
         if interrupt.requested:
             break
+        xb, yb = to_device((xb, yb), device)
         total += parallel.loss(xb, yb) * xb.size   # the batch's mean loss times its predictions
     parallel.model.train()
     return None if interrupt.requested else total / (len(split) - 1)

@@ -193,8 +193,9 @@ def _part(model, x, y, share, seed, backward):
                 return model(x, y)[1].item() * share
         _, loss = model(x, y)
         # d (share * part mean) / d part mean; the graph goes when this returns, so only the
-        # parameters' gradients are kept, the intermediates' dropped as backward goes
-        loss.backward(np.asarray(share, loss.dtype), intermediate_grads=False)
+        # parameters' gradients are kept, the intermediates' dropped as backward goes; a share of 1
+        # (the whole batch) is backward's own 1, made where the loss is (no copy to a GPU)
+        loss.backward(None if share == 1 else np.asarray(share, loss.dtype), intermediate_grads=False)
         return loss.item() * share
 
 

@@ -58,7 +58,9 @@ class Run:
         return nn.optim.cosine_lr(step, c.lr, c.min_lr, c.warmup_iters, c.decay_iters)
 
     def next_batch(self):
-        return data.get_batch(self.corpus.train, self.config.block_size, self.config.batch_size, self.batch_rng)
+        """The next training batch (x, y), on the run's device (evaluate.to_device)."""
+        batch = data.get_batch(self.corpus.train, self.config.block_size, self.config.batch_size, self.batch_rng)
+        return evaluate.to_device(batch, self.config.device)
 
     def stepped(self):
         """The step is done: count it, and keep the random streams it left (a checkpoint
