@@ -26,6 +26,7 @@ def linear(x, weight, bias=None):
     if x.shape[-1] != weight.shape[0]:
         raise ValueError(f"linear: input of shape {x.shape} has {x.shape[-1]} features, "
                          f"expected {weight.shape[0]} (weight of shape {weight.shape})")
+    devices.same("linear", *(t.data for t in (x, weight, bias) if t is not None))
     if tg.is_composed():
         return x @ weight if bias is None else x @ weight + bias
     # fused: the bias is added into the product in place, not into a second
@@ -124,6 +125,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
         return out if bias is None else out + bias                      # shift
 
     # fused: the rows, (N, C), in cache-sized tiles shared across the cores (threads.by_rows)
+    devices.same("layer_norm", *(t.data for t in (x, weight, bias) if t is not None))
     channels = x.shape[-1]
     data = threads.rows(x.data)
     out, xhat, rstd = layer_norm_rows(data, weight, bias, eps)

@@ -60,7 +60,8 @@ class Embedding(Module):
 class SinusoidalPositionalEncoding(Module):
     """The fixed encodings of "Attention Is All You Need": for position p and pair i,
     PE[p, 2i] = sin(p / 10000^(2i/dim)) and PE[p, 2i+1] = cos(p / 10000^(2i/dim)).
-    No parameters; forward(positions) returns the rows for those positions."""
+    No parameters; the table is a buffer (model.to moves it), not saved: forward(positions)
+    returns the rows for those positions."""
 
     def __init__(self, max_len, dim):
         positions = np.arange(max_len)[:, None]
@@ -68,11 +69,11 @@ class SinusoidalPositionalEncoding(Module):
         table = np.zeros((max_len, dim))
         table[:, 0::2] = np.sin(positions * frequencies)
         table[:, 1::2] = np.cos(positions * frequencies[: dim // 2])
-        self.table = table.astype(np.float32)
+        self.register_buffer("table", Tensor(table.astype(np.float32)), persistent=False)
 
     def forward(self, positions):
         positions = check_ids("SinusoidalPositionalEncoding", positions, len(self.table), "position")
-        return Tensor(self.table[positions])
+        return self.table[positions]
 
     def extra_repr(self):
         return f"{self.table.shape[0]}, {self.table.shape[1]}"

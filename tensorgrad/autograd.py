@@ -228,14 +228,12 @@ def input_gradients(vjps, inputs, upstream, node=None):
 
 def saved_arrays(vjps, inputs, node):
     """What the forward saved for the vjps: the op's inputs and output, and the arrays the
-    vjps hold (in their closures: `lambda g: g * b` holds b)."""
+    vjps hold (in their closures: `lambda g: g * b` holds b): numpy's arrays only, as the
+    input of a move from a GPU (x.cpu()) is CuPy's, which has no read-only flag."""
     arrays = [t.data for t in inputs] + ([] if node is None else [node.data])
     for vjp in (vjps,) if callable(vjps) else vjps:
-        for cell in vjp.__closure__ or ():
-            value = cell.cell_contents
-            if type(value) is np.ndarray:
-                arrays.append(value)
-    return arrays
+        arrays += [cell.cell_contents for cell in vjp.__closure__ or ()]
+    return [array for array in arrays if type(array) is np.ndarray]
 
 
 def lock(arrays):

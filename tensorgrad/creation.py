@@ -2,8 +2,9 @@
 
 Floats default to float32 (python floats, lists of them, float ranges); integer data stays
 integer (token ids). `device=` is PyTorch's: "cpu" (numpy arrays, the default) or "cuda"
-(CuPy arrays on the GPU; devices.py). Each tensor is made on the host, then copied to its
-device, so the same seed draws the same numbers on both.
+(CuPy arrays on the GPU; devices.py). A filled tensor or a range is made on its device; data
+and random draws are made on the host, then copied there, so one seed draws the same numbers
+on both.
 
 Random draws without a seed= come from one generator, which tg.manual_seed(s) reseeds
 (PyTorch's torch.manual_seed): nn's parameter init and dropout draw from it too, so one
@@ -51,7 +52,8 @@ def full(shape, fill_value, dtype=None, requires_grad=False, device=None):
     """A tensor of `shape` holding `fill_value` everywhere; its dtype is the value's (a
     python float: float32) unless given."""
     dtype = _as_array(fill_value).dtype if dtype is None else dtype
-    return _on(devices.parse(device, "full"), np.full(_shape_arg((shape,)), fill_value, dtype), requires_grad)
+    xp = devices.module(devices.parse(device, "full"))   # numpy, or CuPy: made where it lives
+    return Tensor(xp.full(_shape_arg((shape,)), fill_value, dtype), requires_grad=requires_grad)
 
 
 def zeros_like(t, dtype=None, requires_grad=False):
@@ -71,10 +73,11 @@ def full_like(t, fill_value, dtype=None, requires_grad=False):
 def arange(start, stop=None, step=1, dtype=None, device=None):
     """np.arange: integers (int64) for integer arguments (positions, token ids); float32 when
     any argument is a float, as in PyTorch."""
-    values = np.arange(start, stop, step) if stop is not None else np.arange(start)
+    xp = devices.module(devices.parse(device, "arange"))   # numpy, or CuPy: made where it lives
+    values = xp.arange(start, stop, step) if stop is not None else xp.arange(start)
     if dtype is None and values.dtype.kind == "f":
         dtype = DEFAULT_FLOAT
-    return _on(devices.parse(device, "arange"), values if dtype is None else values.astype(dtype))
+    return Tensor(values, dtype=dtype)
 
 
 def one_hot(ids, num_classes=-1):

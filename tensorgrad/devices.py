@@ -47,6 +47,12 @@ def parse(device, op="tensor"):
     return name
 
 
+def module(device):
+    """The array module that makes arrays on `device` ('cpu': numpy, 'cuda': CuPy), for the
+    arrays made from nothing but a shape and a value (zeros, full, arange)."""
+    return cupy() if device == "cuda" else np
+
+
 def on_gpu(array):
     """Whether `array` is a CuPy array. CuPy is never imported to answer: if nothing has
     imported it, nothing can be on the GPU."""

@@ -622,6 +622,7 @@ def stack(tensors, axis=0):
     if len({t.shape for t in tensors}) > 1:
         raise ValueError(f"stack: all tensors must have the same shape, got {[t.shape for t in tensors]}")
     (axis,) = _axes("stack", axis, tensors[0].ndim + 1)
+    devices.same("stack", *(t.data for t in tensors))
     return cat([t.reshape(t.shape[:axis] + (1,) + t.shape[axis:]) for t in tensors], axis)
 
 
