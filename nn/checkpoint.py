@@ -33,15 +33,16 @@ garbage.
 import errno
 import json
 import zlib
+from dataclasses import asdict
 
 import numpy as np
 
 import tensorgrad as tg
 from tensorgrad import devices
 
-from . import checks, rng
+from . import rng
 from .atomic import open_regular
-from .config import CHECKS, DEFAULTS, FIELDS, REQUIRED, first_wrong
+from .config import DEFAULTS, FIELDS, REQUIRED, GPTConfig
 from .data import CharTokenizer, DataError
 from .tensorfile import CheckpointError, check_finite, parse_json, read_npz, read_safetensors, write_safetensors
 from .transformer import GPT
@@ -226,12 +227,9 @@ def load_gpt(path):
     model is built (gpt_config), the model is built without drawing weights, every tensor is
     checked against it (check_state), and the arrays read become its parameters (no copy)."""
     state, meta = load(path)
-    config, tokenizer = gpt_config(path, meta, state)
-    try:
-        with rng.skipping_init():   # placeholders that take no memory: the file's arrays replace them
-            model = GPT(**config)
-    except (ValueError, TypeError) as error:   # e.g. n_embd not divisible by n_head
-        raise CheckpointError(f"{path}: its model_config describes no GPT: {error}") from None
+    config, tokenizer = gpt_config(path, meta, state)   # checked as nn.GPTConfig, so GPT(**config) takes it
+    with rng.skipping_init():   # placeholders that take no memory: the file's arrays replace them
+        model = GPT(**config)
     check_state(path, state, model)
     model.load_state_dict(state, assign=True)
     check_logits(path, model)
@@ -253,11 +251,10 @@ def gpt_config(path, meta, state):
     if missing or unknown:
         raise CheckpointError(f"{path}: its model_config is incomplete or foreign: missing {missing or 'none'}, "
                               f"unknown {unknown or 'none'}")
-    config = {**DEFAULTS, **config}
-    wrong = first_wrong(config)   # each field as nn.GPTConfig checks it (and the job's flags)
-    if wrong:
-        raise CheckpointError(f"{path}: its model_config must give {_must_give(wrong)}, got {wrong} "
-                              f"{repr(config[wrong])[:60]}")
+    try:   # each field as nn.GPT checks it (and the job's flags), in the same words
+        config = asdict(GPTConfig(**{**DEFAULTS, **config}))
+    except (TypeError, ValueError) as error:   # e.g. n_embd not divisible by n_head
+        raise CheckpointError(f"{path}: its model_config describes no GPT: {error}") from None
     vocab_size, n_embd, block_size = config["vocab_size"], config["n_embd"], config["block_size"]
     expected = {"tok_emb.weight": (vocab_size, n_embd)}
     if config["pos"] == "learned":
@@ -281,13 +278,3 @@ def gpt_config(path, meta, state):
         raise CheckpointError(f"{path}: its tokenizer has {tokenizer.vocab_size} characters but the model's "
                               f"vocabulary (vocab_size, the rows of tok_emb.weight) is {vocab_size}")
     return config, tokenizer
-
-
-def _must_give(name):
-    """What a refusal says a model_config field must be: its check's words, the sizes together."""
-    check = CHECKS[name]
-    if check is checks.POSITIVE_COUNT:   # vocab_size, block_size, n_layer, n_head, n_embd
-        return "whole numbers >= 1"
-    if check is checks.FRACTION:
-        return f"a {name} in [0, 1)"
-    return f"{name} as {check.expected}"

@@ -60,3 +60,13 @@ def one_of(choices):
 def or_none(check):
     """`check`, or None (JSON's null) for "not set"."""
     return Check(lambda value: value is None or check(value), f"null or {check.expected}")
+
+
+def refuse(owner, name, value, check, of_type=is_number):
+    """Raise unless `check` passes `value`, in the one wording of a refusal: "AdamW: lr must be a
+    finite number >= 0, got -1". As PyTorch does, a value not even of the setting's type
+    (of_type(value) false: a text for a number) is a TypeError, one of it but out of range a
+    ValueError."""
+    if not check(value):
+        kind = TypeError if not of_type(value) else ValueError
+        raise kind(f"{owner}: {name} must be {check.expected}, got {repr(value)[:60]}")

@@ -7,7 +7,8 @@ the fields are nn.GPT's arguments, in its order, and the required ones are its s
     model = nn.GPT(**asdict(config))
     nn.GPTConfig(**model.config) == config
 
-A wrong value is a ValueError naming the field. Every reader of a GPT's settings checks them
+A wrong value is a ValueError naming the field, one of the wrong type (a text for a size, "yes"
+for a flag) a TypeError, in nn.checks.refuse's words. Every reader of a GPT's settings checks them
 with this description: a checkpoint's model_config (nn/checkpoint.py, gpt_config), the keys of
 a GPT-2 config.json that become these fields (nn/gpt2.py) and the main job's flags, which take
 each field's check and help (tgtrain/flags.py).
@@ -41,7 +42,7 @@ class GPTConfig:
         values = asdict(self)
         wrong = first_wrong(values)
         if wrong:
-            raise ValueError(f"GPTConfig: {wrong} must be {CHECKS[wrong].expected}, got {values[wrong]!r}")
+            checks.refuse("GPTConfig", wrong, values[wrong], CHECKS[wrong], IS_TYPE[FIELDS[wrong].type])
         if self.n_embd % self.n_head:
             raise ValueError(f"GPTConfig: n_embd {self.n_embd} must be divisible by n_head {self.n_head}")
 
@@ -50,6 +51,8 @@ FIELDS = {f.name: f for f in fields(GPTConfig)}
 CHECKS = {name: f.metadata["check"] for name, f in FIELDS.items()}   # {field: its nn.checks.Check}
 REQUIRED = tuple(name for name, f in FIELDS.items() if f.default is MISSING)   # the sizes
 DEFAULTS = {name: f.default for name, f in FIELDS.items() if f.default is not MISSING}
+IS_TYPE = {int: checks.is_whole, float: checks.is_number, str: lambda s: isinstance(s, str),   # a field's type
+           bool: lambda b: isinstance(b, bool)}
 
 
 def first_wrong(values):

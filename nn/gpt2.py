@@ -31,9 +31,10 @@ imports it. Nothing here imports torch or transformers.
 """
 import math
 import os
+from dataclasses import asdict
 
 from . import checks
-from .config import CHECKS
+from .config import CHECKS, GPTConfig
 from .data import CharTokenizer
 from .tensorfile import CheckpointError, check_finite, read_json, read_safetensors, safetensors_layout
 
@@ -55,10 +56,9 @@ GPT2_DEFAULTS = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12,
 BECOMES = {"vocab_size": "vocab_size", "n_positions": "block_size", "n_embd": "n_embd", "n_layer": "n_layer",
            "n_head": "n_head", "resid_pdrop": "dropout", "embd_pdrop": "dropout", "attn_pdrop": "dropout",
            "tie_word_embeddings": "tie_weights"}
-SIZE = checks.POSITIVE_COUNT._replace(expected="a whole number > 0")   # a size, in the words GPT-2's readers know
 CONFIG_CHECKS = {   # what each key of GPT2_DEFAULTS must be in a config.json
-    **{key: SIZE if CHECKS[field] is checks.POSITIVE_COUNT else CHECKS[field] for key, field in BECOMES.items()},
-    "n_inner": checks.or_none(SIZE),
+    **{key: CHECKS[field] for key, field in BECOMES.items()},
+    "n_inner": checks.or_none(checks.POSITIVE_COUNT),
     "activation_function": checks.Check(lambda name: isinstance(name, str), "a name"),
     "layer_norm_epsilon": checks.Check(lambda eps: checks.is_number(eps) and 0 < eps < 1, "a number in (0, 1)"),
     **dict.fromkeys(("scale_attn_weights", "scale_attn_by_inverse_layer_idx", "add_cross_attention"), checks.SWITCH)}
@@ -140,9 +140,9 @@ def check_sizes(directory, config, shapes):
 
 
 def gpt2_model_config(directory):
-    """nn.GPT's arguments from a GPT-2 config.json, or a ValueError naming what nn.GPT
-    cannot build (keys config.json leaves out take transformers' GPT-2 defaults); a key of
-    the wrong type is a CheckpointError naming it."""
+    """nn.GPT's arguments (nn.GPTConfig's fields, checked) from a GPT-2 config.json, or a
+    ValueError naming what nn.GPT cannot build (keys config.json leaves out take transformers'
+    GPT-2 defaults); a key of the wrong type is a CheckpointError naming it."""
     path = os.path.join(directory, CONFIG)
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"GPT.from_gpt2: {directory} is not a folder")
@@ -170,9 +170,12 @@ def gpt2_model_config(directory):
         (len(dropouts) > 1, f"three different dropouts {sorted(dropouts)} (ours is one)")] if bad]
     if problems:
         raise ValueError(f"GPT.from_gpt2: nn.GPT cannot build {path}: " + "; ".join(problems))
-    return dict(vocab_size=c["vocab_size"], block_size=c["n_positions"], n_layer=c["n_layer"], n_head=c["n_head"],
-                n_embd=c["n_embd"], dropout=float(c["resid_pdrop"]), pos="learned",
-                tie_weights=bool(c["tie_word_embeddings"]))
+    try:   # and as nn.GPT checks its settings (n_embd divisible by n_head), in the same words
+        return asdict(GPTConfig(vocab_size=c["vocab_size"], block_size=c["n_positions"], n_layer=c["n_layer"],
+                                n_head=c["n_head"], n_embd=c["n_embd"], dropout=float(c["resid_pdrop"]),
+                                pos="learned", tie_weights=c["tie_word_embeddings"]))
+    except ValueError as error:
+        raise ValueError(f"GPT.from_gpt2: nn.GPT cannot build {path}: {error}") from None
 
 
 def weight_files(directory):

@@ -8,36 +8,32 @@ thread, with the same numpy calls as alone, so any number of threads gives the s
 Adam's passes go over each in cache-sized tiles of rows (tensorgrad.threads.by_rows).
 """
 import math
-import numbers
 import threading
 
 import numpy as np
 
 from tensorgrad import threads
 
+from . import checks
 from .module import zero_grads
 
-
-def require(owner, name, value, ok, expected):
-    """Refuse a setting that would silently train wrong: a nan or negative learning rate, a
-    beta of 1 or more, a negative weight decay or clip norm (gradient ascent, or nan weights)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not ok(value):
-        raise ValueError(f"{owner}: {name} must be {expected}, got {value!r}")
-
-
-# what each optimizer setting must be (betas, a pair, is checked by check_setting itself)
-RULES = {"lr": (lambda v: v > 0, "a finite number > 0"), "momentum": (lambda v: 0 <= v < 1, "in [0, 1)"),
-         "eps": (lambda v: v >= 0, "a finite number >= 0"), "weight_decay": (lambda v: v >= 0, "a finite number >= 0")}
+# What each optimizer setting must be (nn.checks), refused otherwise: a value that would
+# silently train wrong, a nan or negative learning rate, a beta of 1 or more, a negative weight
+# decay (gradient ascent, or nan weights). lr 0 is allowed, as PyTorch allows it: a cosine
+# schedule whose min_lr is 0 ends there, and a checkpoint saved then must load.
+CHECKS = {"lr": checks.NON_NEGATIVE, "momentum": checks.FRACTION, "eps": checks.NON_NEGATIVE,
+          "weight_decay": checks.NON_NEGATIVE, "betas[0]": checks.FRACTION, "betas[1]": checks.FRACTION}
 
 
 def check_setting(owner, name, value):
-    """Refuse a value of an optimizer's setting that would silently train wrong (require)."""
+    """Refuse a value of an optimizer's setting that would silently train wrong (CHECKS): a
+    TypeError for one that is no number, a ValueError for one out of range (nn.checks.refuse)."""
     if name != "betas":
-        return require(owner, name, value, *RULES[name])
+        return checks.refuse(owner, name, value, CHECKS[name])
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise ValueError(f"{owner}: betas must be a pair (beta1, beta2), got {value!r}")
+        raise TypeError(f"{owner}: betas must be a pair (beta1, beta2), got {repr(value)[:60]}")
     for which, beta in zip(("betas[0]", "betas[1]"), value):
-        require(owner, which, beta, lambda v: 0 <= v < 1, "in [0, 1)")
+        checks.refuse(owner, which, beta, CHECKS[which])
 
 
 class Optimizer:
@@ -75,8 +71,8 @@ class Optimizer:
 
     def load_settings(self, settings):
         """Set the settings given, {name: value} as settings() returns them (all or some),
-        each checked first: a value that would train wrong is a ValueError, an unknown name a
-        KeyError, and either sets nothing."""
+        each checked first (CHECKS): a value that would train wrong is a ValueError (a TypeError
+        if it is no number), an unknown name a KeyError, and either sets nothing."""
         owner = type(self).__name__
         unknown = sorted(set(settings) - set(self.SETTINGS))
         if unknown:
@@ -231,10 +227,13 @@ def grad_norm(params):
     return math.sqrt(sum(float(np.vdot(p.grad, p.grad)) for p in params if p.grad is not None))
 
 
+CLIP_NORM = checks.POSITIVE._replace(expected=checks.POSITIVE.expected + " (to not clip, do not call it)")
+
+
 def clip_grad_norm(params, max_norm):
     """Scale all gradients together so their global L2 norm is at most max_norm.
     Returns the norm before clipping (a float)."""
-    require("clip_grad_norm", "max_norm", max_norm, lambda v: v > 0, "a finite number > 0 (to not clip, do not call it)")
+    checks.refuse("clip_grad_norm", "max_norm", max_norm, CLIP_NORM)
     params = list(params)   # read twice: for the norm, then to scale
     grads = [p.grad for p in params if p.grad is not None]
     total = grad_norm(params)

@@ -5,6 +5,7 @@ V vocabulary size; S keys (S = T in the model: each position is a query and a ke
 """
 import functools
 import math
+from dataclasses import asdict
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from . import checks
 from . import functional as F
 from . import gpt2
 from . import rng as nn_rng
+from .config import GPTConfig
 from .layers import Dropout, Embedding, LayerNorm, Linear, SinusoidalPositionalEncoding, check_ids
 from .module import Module, ModuleList
 from .rng import generator
@@ -244,18 +246,14 @@ class GPT(Module):
     tie_weights=True makes the head reuse the token embedding's table (as GPT-2 and nanoGPT
     do): one parameter, tok_emb.weight (V, C), read by rows to embed a token and used
     transposed to score every token, logits = x @ W_embᵀ; its gradient is the sum of both
-    uses. Untied, the head is a Linear of its own, head.weight (C, V)."""
+    uses. Untied, the head is a Linear of its own, head.weight (C, V).
 
-    POSITIONS = ("learned", "sinusoidal", "none")
+    The settings are nn.GPTConfig's fields, checked by it (a wrong value is a ValueError, one of
+    the wrong type a TypeError); model.config is them as a dict, for nn.save's model_config."""
 
     def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd, dropout=0.0, pos="learned",
                  tie_weights=False):
-        if pos not in self.POSITIONS:
-            raise ValueError(f"GPT: pos must be one of {self.POSITIONS}, got {pos!r}")
-        if not isinstance(tie_weights, bool):
-            raise TypeError(f"GPT: tie_weights must be True or False, got {tie_weights!r}")
-        self.config = dict(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer,
-                           n_head=n_head, n_embd=n_embd, dropout=dropout, pos=pos, tie_weights=tie_weights)
+        self.config = asdict(GPTConfig(vocab_size, block_size, n_layer, n_head, n_embd, dropout, pos, tie_weights))
         self.block_size, self.tie_weights = block_size, tie_weights
         self.tok_emb = Embedding(vocab_size, n_embd)
         self.pos_emb = {"learned": lambda: Embedding(block_size, n_embd),

@@ -257,9 +257,10 @@ def test_a_config_with_few_keys_takes_gpt2s_defaults(folder):
     ({"scale_attn_by_inverse_layer_idx": True}, "attention scaled other than by 1/sqrt(head size)"),
     ({"add_cross_attention": True}, "cross-attention"),
     ({"attn_pdrop": 0.1}, "three different dropouts [0.0, 0.1] (ours is one)"),
-    ({"n_embd": "16", "n_layer": 0}, "wrong values: n_embd '16' (expected a whole number > 0); n_layer 0 (expected "
-                                     "a whole number > 0)"),
-], ids=["llama", "relu", "n_inner", "eps", "layer-scaled", "cross-attention", "dropouts", "sizes"])
+    ({"n_embd": "16", "n_layer": 0}, "wrong values: n_embd '16' (expected a whole number >= 1); n_layer 0 "
+                                     "(expected a whole number >= 1)"),
+    ({"n_head": 3}, "config.json: GPTConfig: n_embd 16 must be divisible by n_head 3"),
+], ids=["llama", "relu", "n_inner", "eps", "layer-scaled", "cross-attention", "dropouts", "sizes", "heads"])
 def test_a_config_nn_gpt_cannot_build_is_refused_by_name(folder, edit, message):
     _, path = folder
     config = json.loads((path / "config.json").read_text())

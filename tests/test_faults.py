@@ -681,8 +681,10 @@ GPT_DAMAGE = {
     "no-tokenizer": (without("tokenizer", where=None), "has no model_config .* and tokenizer"),
     "no-n_head": (without("n_head"), r"model_config is incomplete or foreign: missing \['n_head'\]"),
     "unknown-key": (config_edit(n_heads=2), r"unknown \['n_heads'\]"),
-    "size-not-whole": (config_edit(n_embd=8.0), "must give whole numbers >= 1, got n_embd 8.0"),
-    "n_head-not-dividing": (config_edit(n_head=3), "describes no GPT: MultiHeadAttention: dim 8 is not divisible"),
+    "size-not-whole": (config_edit(n_embd=8.0), "describes no GPT: GPTConfig: n_embd must be a whole number >= 1, "
+                                                "got 8.0"),
+    "n_head-not-dividing": (config_edit(n_head=3), "describes no GPT: GPTConfig: n_embd 8 must be divisible by "
+                                                   "n_head 3"),
     "n_layer-lies": (config_edit(n_layer=10**9), r"says n_layer 1000000000, but its tensors are of the blocks \['0'\]"),
     "context-lies": (config_edit(pos="sinusoidal", block_size=10**12), "block_size 1,000,000,000,000, more than"),
 }

@@ -109,19 +109,21 @@ FORGED_META = {
     "tokenizer-a-number": (lambda meta: meta.update(tokenizer=5), "and tokenizer (the characters)"),
     "tokenizer-empty": (lambda meta: meta.update(tokenizer=""), "its tokenizer is damaged: CharTokenizer: the text is "
                                                                 "empty"),
-    "n_layer-text": (config_set(n_layer="1"), "must give whole numbers >= 1, got n_layer '1'"),
-    "n_head-negative": (config_set(n_head=-2), "must give whole numbers >= 1, got n_head -2"),
-    "vocab_size-fraction": (config_set(vocab_size=2.5), "must give whole numbers >= 1, got vocab_size 2.5"),
-    "n_embd-true": (config_set(n_embd=True), "must give whole numbers >= 1, got n_embd True"),
-    "dropout-text": (config_set(dropout="abc"), "must give a dropout in [0, 1), got dropout 'abc'"),
-    "dropout-one": (config_set(dropout=1.0), "must give a dropout in [0, 1), got dropout 1.0"),
-    "dropout-nan": (config_set(dropout=float("nan")), "must give a dropout in [0, 1), got dropout nan"),
-    "dropout-a-list": (config_set(dropout=[0.1]), "must give a dropout in [0, 1), got dropout [0.1]"),
-    "pos-unknown": (config_set(pos="rotary"), "must give pos as one of learned, sinusoidal, none, got pos 'rotary'"),
-    "pos-a-dict": (config_set(pos={"a": 1}), "got pos {'a': 1}"),
-    "tie_weights-text": (config_set(tie_weights="yes"), "must give tie_weights as true or false, got tie_weights "
-                                                        "'yes'"),
-    "n_head-huge": (config_set(n_head=10**30), "describes no GPT: MultiHeadAttention: dim 8 is not divisible"),
+    # a model_config is refused in nn.GPT's words (nn.GPTConfig's): "describes no GPT: GPTConfig: ..."
+    "n_layer-text": (config_set(n_layer="1"), "describes no GPT: GPTConfig: n_layer must be a whole number >= 1, "
+                                              "got '1'"),
+    "n_head-negative": (config_set(n_head=-2), "n_head must be a whole number >= 1, got -2"),
+    "vocab_size-fraction": (config_set(vocab_size=2.5), "vocab_size must be a whole number >= 1, got 2.5"),
+    "n_embd-true": (config_set(n_embd=True), "n_embd must be a whole number >= 1, got True"),
+    "dropout-text": (config_set(dropout="abc"), "dropout must be a number in [0, 1), got 'abc'"),
+    "dropout-one": (config_set(dropout=1.0), "dropout must be a number in [0, 1), got 1.0"),
+    "dropout-nan": (config_set(dropout=float("nan")), "dropout must be a number in [0, 1), got nan"),
+    "dropout-a-list": (config_set(dropout=[0.1]), "dropout must be a number in [0, 1), got [0.1]"),
+    "pos-unknown": (config_set(pos="rotary"), "pos must be one of learned, sinusoidal, none, got 'rotary'"),
+    "pos-a-dict": (config_set(pos={"a": 1}), "got {'a': 1}"),
+    "tie_weights-text": (config_set(tie_weights="yes"), "tie_weights must be true or false, got 'yes'"),
+    "n_head-huge": (config_set(n_head=10**30), "describes no GPT: GPTConfig: n_embd 8 must be divisible by n_head "
+                                               "1000000000000000000000000000000"),
 }
 
 
@@ -160,7 +162,7 @@ def test_the_sampler_and_the_exporter_answer_a_forged_field_in_one_line(tmp_path
     path = forge_meta(checkpoint(tmp_path / "forged.safetensors"), config_set(dropout="abc"))
     before = path.read_bytes()
     for result in (run("sample_chargpt.py", path), run("export_gpt2.py", path, tmp_path / "gpt2")):
-        assert_one_line_refusal(result, "forged.safetensors", "dropout 'abc'")
+        assert_one_line_refusal(result, "forged.safetensors", "dropout must be a number in [0, 1), got 'abc'")
     assert path.read_bytes() == before and not (tmp_path / "gpt2").exists()
 
 
@@ -308,11 +310,11 @@ WRONG_CONFIG_TYPES = {
     "resid_pdrop-text": ({"resid_pdrop": "abc"}, "resid_pdrop 'abc' (expected a number in [0, 1))"),
     "epsilon-400-digits": ({"layer_norm_epsilon": 10**400}, "(expected a number in (0, 1))"),
     "attn_pdrop-nan": ({"attn_pdrop": float("nan")}, "attn_pdrop nan (expected a number in [0, 1))"),
-    "n_inner-text": ({"n_inner": "x"}, "n_inner 'x' (expected null or a whole number > 0)"),
+    "n_inner-text": ({"n_inner": "x"}, "n_inner 'x' (expected null or a whole number >= 1)"),
     "activation-a-number": ({"activation_function": 5}, "activation_function 5 (expected a name)"),
     "tie-text": ({"tie_word_embeddings": "false"}, "tie_word_embeddings 'false' (expected true or false)"),
     "scale-a-number": ({"scale_attn_weights": 1}, "scale_attn_weights 1 (expected true or false)"),
-    "n_head-a-dict": ({"n_head": {}}, "n_head {} (expected a whole number > 0)"),
+    "n_head-a-dict": ({"n_head": {}}, "n_head {} (expected a whole number >= 1)"),
 }
 
 

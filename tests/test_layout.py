@@ -89,10 +89,12 @@ def test_the_main_script_reads_like_nanogpts_train_py():
 
 
 def test_the_gpts_settings_are_described_once():
-    """nn.GPTConfig's fields are nn.GPT's arguments (names, order, defaults), and the job's model
-    flags and a checkpoint's model_config are held to its checks."""
+    """nn.GPTConfig's fields are nn.GPT's arguments (names, order, defaults), nn.GPT checks its
+    settings with it, and the job's model flags and a checkpoint's model_config are held to its
+    checks."""
     import dataclasses
     import inspect
+    import textwrap
 
     import nn
     import tgtrain
@@ -101,7 +103,17 @@ def test_the_gpts_settings_are_described_once():
     assert [f.name for f in fields] == list(arguments)
     assert ({f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
             == {name: a.default for name, a in arguments.items() if a.default is not inspect.Parameter.empty})
-    assert nn.config.POSITIONS == nn.GPT.POSITIONS
+    assert not hasattr(nn.GPT, "POSITIONS")   # the position encodings are nn.config.POSITIONS alone
+    # nn.GPT builds its settings with GPTConfig, which checks them: one description, no checks of its own
+    init = ast.parse(textwrap.dedent(inspect.getsource(nn.GPT.__init__))).body[0]
+    assert any(isinstance(node, ast.Name) and node.id == "GPTConfig" for node in ast.walk(init))
+    assert not any(isinstance(node, ast.Raise) for node in ast.walk(init))
+    refused = []
+    original = nn.config.GPTConfig.__post_init__
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(nn.config.GPTConfig, "__post_init__", lambda config: refused.append(config) or original(config))
+        model = nn.GPT(vocab_size=5, block_size=4, n_layer=1, n_head=2, n_embd=4)
+    assert refused == [nn.GPTConfig(**model.config)]
     assert tgtrain.flags.MODEL_FIELDS == ("n_layer", "n_head", "n_embd", "block_size", "dropout", "tie_weights")
     for name in tgtrain.flags.MODEL_FIELDS:
         assert tgtrain.flags.FIELDS[name].metadata["check"] is nn.config.CHECKS[name], name

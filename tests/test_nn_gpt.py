@@ -265,8 +265,37 @@ def test_a_tied_table_is_drawn_once():
 
 
 def test_tie_weights_must_be_a_bool():
-    with pytest.raises(TypeError, match="tie_weights must be True or False, got 'yes'"):
+    with pytest.raises(TypeError, match="tie_weights must be true or false, got 'yes'"):
         tiny(tie_weights="yes")
+
+
+SIZES = dict(vocab_size=5, block_size=4, n_layer=1, n_head=2, n_embd=4)
+
+
+@pytest.mark.parametrize("change, error, message", [
+    (dict(n_layer=0), ValueError, "GPTConfig: n_layer must be a whole number >= 1, got 0"),
+    (dict(n_embd=4.0), TypeError, "GPTConfig: n_embd must be a whole number >= 1, got 4.0"),
+    (dict(vocab_size=True), TypeError, "GPTConfig: vocab_size must be a whole number >= 1, got True"),
+    (dict(dropout=1.0), ValueError, "GPTConfig: dropout must be a number in [0, 1), got 1.0"),
+    (dict(dropout="0.1"), TypeError, "GPTConfig: dropout must be a number in [0, 1), got '0.1'"),
+    (dict(pos="rotary"), ValueError, "GPTConfig: pos must be one of learned, sinusoidal, none, got 'rotary'"),
+    (dict(pos=None), TypeError, "GPTConfig: pos must be one of learned, sinusoidal, none, got None"),
+    (dict(tie_weights=1), TypeError, "GPTConfig: tie_weights must be true or false, got 1"),
+    (dict(n_head=3), ValueError, "GPTConfig: n_embd 4 must be divisible by n_head 3"),
+])
+def test_gpt_checks_its_settings_as_gptconfig_does(change, error, message):
+    """nn.GPT's settings are nn.GPTConfig's: the same refusal, a TypeError for a value of the
+    wrong type and a ValueError for one out of range, as PyTorch's modules raise them."""
+    for build in (nn.GPT, nn.GPTConfig):
+        with pytest.raises(error) as raised:
+            build(**{**SIZES, **change})
+        assert str(raised.value) == message
+
+
+def test_model_config_is_the_settings_as_a_dict():
+    model = nn.GPT(**SIZES, dropout=0.1, pos="sinusoidal")
+    assert model.config == {**SIZES, "dropout": 0.1, "pos": "sinusoidal", "tie_weights": False}
+    assert nn.GPTConfig(**model.config) == nn.GPTConfig(**SIZES, dropout=0.1, pos="sinusoidal")
 
 
 # ---- building a model to load -----------------------------------------------------------------

@@ -482,7 +482,7 @@ def test_load_settings_and_state_make_a_copy_that_steps_identically(make):
 def test_load_settings_checks_each_value_and_name_and_sets_nothing_when_one_is_wrong():
     opt = optim.AdamW(params64(), lr=0.01, weight_decay=0.1)
     before = opt.settings()
-    with pytest.raises(ValueError, match=r"AdamW: betas\[1\] must be in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"AdamW: betas\[1\] must be a number in \[0, 1\), got 1.0"):
         opt.load_settings({"lr": 0.5, "betas": (0.9, 1.0)})
     with pytest.raises(KeyError, match="AdamW has no setting \\['momentum'\\]"):
         opt.load_settings({"lr": 0.5, "momentum": 0.9})
@@ -494,22 +494,60 @@ def test_load_settings_checks_each_value_and_name_and_sets_nothing_when_one_is_w
 @pytest.mark.parametrize("make, setting", [
     (lambda p: optim.SGD(p, lr=float("nan")), "lr"),
     (lambda p: optim.SGD(p, lr=-1.0), "lr"),
-    (lambda p: optim.SGD(p, lr=0.0), "lr"),
     (lambda p: optim.SGD(p, lr=0.1, momentum=1.0), "momentum"),
     (lambda p: optim.SGD(p, lr=0.1, momentum=-0.5), "momentum"),
     (lambda p: optim.Adam(p, lr=float("inf")), "lr"),
     (lambda p: optim.Adam(p, betas=(1.5, 0.99)), r"betas\[0\]"),
     (lambda p: optim.Adam(p, betas=(0.9, 1.0)), r"betas\[1\]"),
     (lambda p: optim.Adam(p, betas=(0.9, float("nan"))), r"betas\[1\]"),
-    (lambda p: optim.Adam(p, betas=0.9), "betas"),
     (lambda p: optim.Adam(p, eps=-1e-8), "eps"),
     (lambda p: optim.AdamW(p, weight_decay=float("nan")), "weight_decay"),
     (lambda p: optim.AdamW(p, weight_decay=-0.1), "weight_decay"),
-    (lambda p: optim.AdamW(p, lr="1e-3"), "lr"),
 ])
 def test_optimizers_refuse_settings_that_would_train_wrong(make, setting):
     with pytest.raises(ValueError, match=rf"{setting} must be"):
         make([nn.Parameter(np.ones(3))])
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: optim.AdamW(p, lr="1e-3"), "AdamW: lr must be a finite number >= 0, got '1e-3'"),
+    (lambda p: optim.SGD(p, lr=0.1, momentum=True), "SGD: momentum must be a number in [0, 1), got True"),
+    (lambda p: optim.Adam(p, betas=0.9), "Adam: betas must be a pair (beta1, beta2), got 0.9"),
+    (lambda p: optim.Adam(p, betas=(0.9, None)), "Adam: betas[1] must be a number in [0, 1), got None"),
+])
+def test_a_setting_that_is_no_number_is_a_type_error_naming_the_optimizer_the_setting_and_the_value(make, message):
+    """As PyTorch: a TypeError for a value of the wrong type, a ValueError for one out of range,
+    in nn.checks' words (the flags' and the GPT's)."""
+    with pytest.raises(TypeError) as error:
+        make([nn.Parameter(np.ones(3))])
+    assert str(error.value) == message
+
+
+def test_optimizer_checks_are_nn_checks():
+    assert optim.CHECKS == {"lr": nn.checks.NON_NEGATIVE, "momentum": nn.checks.FRACTION,
+                            "eps": nn.checks.NON_NEGATIVE, "weight_decay": nn.checks.NON_NEGATIVE,
+                            "betas[0]": nn.checks.FRACTION, "betas[1]": nn.checks.FRACTION}
+    assert not hasattr(optim, "require") and not hasattr(optim, "RULES")
+
+
+@pytest.mark.parametrize("make", [lambda p, lr: optim.SGD(p, lr, momentum=0.9), lambda p, lr: optim.AdamW(p, lr)])
+def test_lr_0_where_a_cosine_schedule_ends_is_saved_and_loaded(make):
+    """A cosine schedule with min_lr 0 reaches lr 0 (the main job's --min_lr may be 0): the
+    optimizer's settings then must load into a copy (they were refused before); lr 0 is also
+    accepted when constructing, as PyTorch accepts it. A step at lr 0 moves nothing (AdamW's
+    decay is lr-scaled too)."""
+    params = params64()
+    opt = make(params, 0.1)
+    opt.lr = optim.cosine_lr(10, 0.1, 0.0, 2, 10)
+    assert opt.lr == 0.0
+    copy = make([nn.Parameter(p.data.copy()) for p in params], 0.1)
+    copy.load_settings(opt.settings())
+    assert copy.settings() == opt.settings() and copy.lr == 0.0
+    before = [p.data.copy() for p in copy.params]
+    run(copy, copy.params, grad_stream(1))
+    for p, b in zip(copy.params, before):
+        np.testing.assert_array_equal(p.data, b)
+    assert make(params64(), 0.0).lr == 0.0
 
 
 @pytest.mark.parametrize("max_norm", [0.0, -1.0, float("nan"), float("inf")])
