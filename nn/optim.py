@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from tensorgrad import threads
+from tensorgrad import devices, threads
 
 from . import checks
 from .module import zero_grads
@@ -56,11 +56,22 @@ class Optimizer:
         """Update every parameter that has a gradient (one without is left alone)."""
         moving = [i for i, p in enumerate(self.params) if p.grad is not None]
         self.updates[moving] += 1
+        self.follow(moving)
         threads.each(lambda i: self.update(i, self.params[i].data, self.params[i].grad), moving,
                      [self.params[i].data.size for i in moving])
 
     def update(self, i, w, g):
         raise NotImplementedError
+
+    def follow(self, indices):
+        """Move the state arrays of these parameters to each one's device, where a parameter
+        has moved since (model.to("cuda") after the optimizer was made): the state follows its
+        parameter, as in PyTorch."""
+        for i in indices:
+            where = devices.of(self.params[i].data)
+            for kind in self.STATE:
+                arrays = getattr(self, kind)
+                arrays[i] = devices.to(arrays[i], where)
 
     # settings: the update rule's numbers (lr, betas, ...), which a schedule may change
     def settings(self):
@@ -93,7 +104,7 @@ class Optimizer:
         return arrays
 
     def state_dict(self):
-        return {name: np.array(array) for name, array in self.state_arrays().items()}
+        return {name: np.array(devices.to(array, "cpu")) for name, array in self.state_arrays().items()}   # host copies
 
     def load_state_dict(self, state):
         """Restore state saved by state_dict(); checks every name and shape before writing."""
@@ -107,7 +118,7 @@ class Optimizer:
                 raise ValueError(f"{type(self).__name__}.load_state_dict: '{name}' has shape "
                                  f"{np.shape(state[name])}, expected {array.shape}")
         for name, array in own.items():
-            np.copyto(array, state[name])
+            np.copyto(array, devices.to(devices.array(state[name]), devices.of(array)))
 
 
 class SGD(Optimizer):
@@ -173,11 +184,11 @@ class Adam(Optimizer):
 
     def _scratch(self, w):
         """A scratch array shaped like w, a view of this thread's scratch buffer."""
-        key = (w.dtype, threading.get_ident())
+        key = (w.dtype, devices.of(w), threading.get_ident())
         buffer = self.scratch.get(key)
         if buffer is None or buffer.size < w.size:
             largest = max(p.size for p in self.params if p.data.dtype == w.dtype)
-            buffer = self.scratch[key] = np.empty(largest, w.dtype)
+            buffer = self.scratch[key] = np.empty(largest, w.dtype, like=w)
         return buffer[:w.size].reshape(w.shape)
 
 
@@ -223,8 +234,10 @@ class AdamW(Adam):
 
 def grad_norm(params):
     """The global L2 norm of all the gradients (parameters without one count as zero), a
-    float: sqrt(sum of every gradient element squared). nan or inf if any element is."""
-    return math.sqrt(sum(float(np.vdot(p.grad, p.grad)) for p in params if p.grad is not None))
+    float: sqrt(sum of every gradient element squared). nan or inf if any element is. Each
+    square is summed in float64 where its gradient lives, so a GPU answers once, at the end."""
+    squares = [np.vdot(p.grad, p.grad).astype(np.float64) for p in params if p.grad is not None]
+    return math.sqrt(float(sum(squares, 0.0)))
 
 
 CLIP_NORM = checks.POSITIVE._replace(expected=checks.POSITIVE.expected + " (to not clip, do not call it)")

@@ -10,7 +10,7 @@ from dataclasses import asdict
 import numpy as np
 
 import tensorgrad as tg
-from tensorgrad import make_op
+from tensorgrad import devices, make_op
 
 from . import checks
 from . import functional as F
@@ -50,7 +50,7 @@ def composed_attention(q, k, v, causal=True, dropout_p=0.0, rng=None):
     scores.label = "scores"
     if causal:
         with tg.scope("mask"):       # a query may not look at later keys
-            scores = scores.masked_fill(future_positions(T, S), -np.inf)
+            scores = scores.masked_fill(future_positions(T, S, scores.device), -np.inf)
     with tg.scope("softmax"):        # each row of scores into a distribution over the keys
         weights = scores.softmax(axis=-1)               # (B, nh, T, S), rows sum to 1
     weights.label = "weights"
@@ -67,22 +67,23 @@ def fused_attention(q, k, v, causal=True, dropout_p=0.0, rng=None):
     """composed_attention's function as one node of the graph, its backward derived by hand
     (fewer passes over memory: training uses it). Returns (out, the weights as an ndarray)."""
     T, S, d = q.shape[-2], k.shape[-2], q.shape[-1]
-    scale = np.asarray(1 / np.sqrt(d), dtype=q.dtype)                  # 1/√d
+    devices.same("scaled_dot_product_attention", q.data, k.data, v.data)
+    scale = q.dtype.type(1 / np.sqrt(d))                               # 1/√d
     k_t_scaled = scaled_transpose(k.data, scale)                       # (B, nh, hs, S): kᵀ/√d
 
     def make_scores():                                                  # (B, nh, T, S)
         s = q.data @ k_t_scaled                                         # q (kᵀ/√d)
         if causal:
-            s += future_penalty(T, S, s.dtype)                          # -inf on the later keys
+            s += future_penalty(T, S, s.dtype, devices.of(s))           # -inf on the later keys
         return s
 
     weights = block_max_softmax(make_scores)                            # (B, nh, T, S), rows sum to 1
     attended, drop_scale = weights, None
     if dropout_p:
-        keep = (rng or nn_rng.current()).random(weights.shape) >= dropout_p
+        keep = devices.uniform(weights.shape, weights, rng or nn_rng.current()) >= dropout_p
         drop_scale = (keep / (1 - dropout_p)).astype(weights.dtype)    # mask / (1-p)
         attended = weights * drop_scale
-    out = heads_side_by_side(q.shape[:-1] + v.shape[-1:], q.dtype)      # (B, nh, T, hs)
+    out = heads_side_by_side(q.shape[:-1] + v.shape[-1:], q.data)       # (B, nh, T, hs)
     np.matmul(attended, v.data, out=out)                                # (B, nh, T, S) @ (B, nh, S, hs)
 
     def backward(g):   # q's and k's gradients share dL/ds: computed once
@@ -96,7 +97,7 @@ def fused_attention(q, k, v, causal=True, dropout_p=0.0, rng=None):
             if drop_scale is not None:
                 buf *= drop_scale                                       # dL/dW / √d (dL/dW = dL/dA·mask/(1-p))
             # softmax: dL/ds = W·(dL/dW - Σ_j dL/dW_j·W_j); masked entries have W = 0
-            buf -= np.vecdot(buf, weights)[..., None]                   # (dL/dW - Σ_j dL/dW_j·W_j) / √d
+            buf -= devices.row_dot(buf, weights)[..., None]             # (dL/dW - Σ_j dL/dW_j·W_j) / √d
             buf *= weights                                              # dL/ds / √d
             grad_q = buf @ k.data if q.requires_grad else None                       # dL/dq = dL/ds k/√d
             grad_k = np.swapaxes(buf, -1, -2) @ q.data if k.requires_grad else None   # dL/dk = dL/dsᵀ q/√d
@@ -114,17 +115,20 @@ def block_max_softmax(make_scores):
     that array. Any constant may be subtracted from a row before exp; the max of each head's
     whole (T, S) block is one (much cheaper to find in numpy than every row's), and since it
     is >= each row's max, exp cannot overflow. A row far below its block's max could
-    underflow to all zeros: then the scores are made again and each row shifted by its own."""
-    def exp_shifted(axis):            # e^(s - max of s over axis), in place in a new s
-        e = make_scores()
-        e -= e.max(axis=axis, keepdims=True)
-        return np.exp(e, out=e)
+    underflow to all zeros: then the scores are made again and each row shifted by its own.
+    On a GPU each row is shifted by its own max from the start: there a row's max costs no
+    more than a block's, and asking whether a row underflowed would wait for the answer."""
+    def exp_shifted(s, axis):         # e^(s - max of s over axis), in place in s
+        s -= s.max(axis=axis, keepdims=True)
+        return np.exp(s, out=s)
 
-    e = exp_shifted(axis=(-2, -1))                            # shifted by each head's max
-    ones = np.ones((e.shape[-1], 1), e.dtype)                 # e @ ones sums the rows with BLAS,
+    scores = make_scores()
+    on_cpu = type(scores) is np.ndarray
+    e = exp_shifted(scores, axis=(-2, -1) if on_cpu else -1)  # shifted by each head's max
+    ones = np.ones((e.shape[-1], 1), e.dtype, like=e)         # e @ ones sums the rows with BLAS,
     totals = e @ ones                                         # faster than .sum(-1): (..., T, 1)
-    if (totals < 1e-30).any():                                # a row underflowed
-        e = exp_shifted(axis=-1)                              # shifted by each row's own max
+    if on_cpu and (totals < 1e-30).any():                     # a row underflowed
+        e = exp_shifted(make_scores(), axis=-1)               # shifted by each row's own max
         totals = e @ ones
     return np.multiply(e, 1 / totals, out=e)                  # e / Σ_j e_j: each row sums to 1
 
@@ -134,35 +138,37 @@ def scaled_transpose(a, scale):
     a batched product to BLAS at full speed only when its right operand's last axis is
     contiguous, which a transpose's is not; so the copy is needed anyway, and a scale
     multiplied into it costs no pass of its own."""
-    return np.multiply(np.swapaxes(a, -1, -2), scale, out=np.empty(a.shape[:-2] + a.shape[:-3:-1], a.dtype))
+    return np.multiply(np.swapaxes(a, -1, -2), scale, out=np.empty(a.shape[:-2] + a.shape[:-3:-1], a.dtype, like=a))
 
 
 @functools.lru_cache(maxsize=16)
-def future_positions(t, s):
+def future_positions(t, s, device="cpu"):
     """(t, s) boolean mask, True where key j comes after query i (j > i + s - t): what a
-    causal query may not look at. Cached, so it is built once per sequence length."""
+    causal query may not look at. Cached, so it is built once per sequence length (and
+    copied to a GPU once)."""
     future = ~np.tril(np.ones((t, s), bool), k=s - t)
     future.flags.writeable = False
-    return future
+    return devices.to(future, device)
 
 
 @functools.lru_cache(maxsize=16)
-def future_penalty(t, s, dtype):
+def future_penalty(t, s, dtype, device="cpu"):
     """The causal mask as numbers to add to the scores: -inf on future_positions(t, s), 0
-    elsewhere (one pass over the scores, faster than writing -inf where a mask says)."""
+    elsewhere (one pass over the scores, faster than writing -inf where a mask says). Made
+    on the host, copied to a GPU once, and cached on each device."""
     penalty = np.where(future_positions(t, s), -np.inf, 0).astype(dtype)
     penalty.flags.writeable = False
-    return penalty
+    return devices.to(penalty, device)
 
 
-def heads_side_by_side(shape, dtype):
-    """An empty array of `shape` (..., heads, T, dv), laid out in memory as (..., T, heads,
-    dv): where MultiHeadAttention puts the heads next, so that its reshape of
-    out.transpose(0, 2, 1, 3) to (B, T, C) is a view, not a copy. Any other shape comes
-    laid out as it is."""
+def heads_side_by_side(shape, like):
+    """An empty array of `shape` (..., heads, T, dv), of like's dtype and device, laid out in
+    memory as (..., T, heads, dv): where MultiHeadAttention puts the heads next, so that its
+    reshape of out.transpose(0, 2, 1, 3) to (B, T, C) is a view, not a copy. Any other shape
+    comes laid out as it is."""
     if len(shape) < 3:
-        return np.empty(shape, dtype)
-    return np.swapaxes(np.empty(shape[:-3] + (shape[-2], shape[-3], shape[-1]), dtype), -3, -2)
+        return np.empty(shape, like.dtype, like=like)
+    return np.swapaxes(np.empty(shape[:-3] + (shape[-2], shape[-3], shape[-1]), like.dtype, like=like), -3, -2)
 
 
 class MultiHeadAttention(Module):
@@ -298,7 +304,7 @@ class GPT(Module):
         observe: None, or a dict to fill with what is inside each block, by the block's name:
         observe["h.0"] is block h.0's {"attn", "gelu_input", "out"} (TransformerBlock.forward),
         Tensors, e.g. observe["h.0"]["out"], its output (B, T, C)."""
-        idx = check_ids("GPT", idx, self.tok_emb.weight.shape[0], "token id")
+        idx = idx.data if isinstance(idx, tg.Tensor) else devices.array(idx)   # tok_emb checks each id
         if idx.ndim != 2:
             raise ValueError(f"GPT: idx must have shape (B, T), got {idx.shape}")
         B, T = idx.shape
@@ -306,7 +312,7 @@ class GPT(Module):
             raise ValueError(f"GPT: sequence length {T} is longer than block_size {self.block_size}")
         x = self.tok_emb(idx)                                   # (B, T, C)
         if self.pos_emb is not None:
-            x = x + self.pos_emb(np.arange(T))                  # (B, T, C) + (T, C)
+            x = x + self.pos_emb(np.arange(T, like=idx))        # (B, T, C) + (T, C)
         x = self.drop(x)
         for i, block in enumerate(self.h):   # observing, block h.i fills observe["h.i"]
             x = block(x) if observe is None else block(x, observe.setdefault(f"h.{i}", {}))
@@ -325,7 +331,7 @@ class GPT(Module):
         """Extend idx (B, T) by sampling one token at a time from the model's next-token
         distribution; the context is cropped to the last block_size tokens. temperature 0
         picks the most likely token. Returns int ndarray (B, T + max_new_tokens)."""
-        idx = idx.data if isinstance(idx, tg.Tensor) else np.asarray(idx)
+        idx = devices.to(idx.data if isinstance(idx, tg.Tensor) else devices.array(idx), "cpu")   # sampled on the host
         if idx.ndim != 2 or 0 in idx.shape:   # before its dtype: np.asarray([[]]) is float
             raise ValueError(f"GPT.generate: idx must be a prompt of shape (B, T) with B and T at least 1, got shape "
                              f"{idx.shape}")
@@ -343,7 +349,8 @@ class GPT(Module):
             with tg.no_grad():
                 for _ in range(max_new_tokens):
                     logits, _ = self(idx[:, -self.block_size:])
-                    idx = np.concatenate([idx, _sample(logits.data[:, -1, :], temperature, top_k, rng)], axis=1)
+                    last = devices.to(logits.data[:, -1, :], "cpu")   # (B, V): from a GPU, a copy
+                    idx = np.concatenate([idx, _sample(last, temperature, top_k, rng)], axis=1)
         finally:
             self.train(was_training)
         return idx
