@@ -113,6 +113,7 @@ OPS = {
     "swapaxes": ([N(2, 3, 4)], lambda a: a.swapaxes(0, 2)),
     "getitem basic": ([N(4, 5)], lambda a: a[1:, ::2] + a[0, 1] + a[-1, ::2]),
     "getitem integer array": ([N(5, 3), ids(4, 0, 4, 2)], lambda a, i: a[i]),
+    "getitem by a host index": ([N(5, 3)], lambda a: a[np.array([4, 0, 4])] + a[[1, 1, 2]]),
     "getitem rows and columns": ([N(4, 5), ids(0, 3, 3), ids(1, 1, 4)], lambda a, i, j: a[i, j]),
     "embedding rows": ([N(6, 4), ids([1, 5, 1], [0, 5, 5])], lambda w, i: w[i]),
     "matmul batched": ([N(2, 3, 4), N(4, 5)], lambda a, b: a @ b),
