@@ -57,8 +57,12 @@ class Optimizer:
         moving = [i for i, p in enumerate(self.params) if p.grad is not None]
         self.updates[moving] += 1
         self.follow(moving)
-        threads.each(lambda i: self.update(i, self.params[i].data, self.params[i].grad), moving,
-                     [self.params[i].data.size for i in moving])
+        update = lambda i: self.update(i, self.params[i].data, self.params[i].grad)   # noqa: E731
+        if any(devices.on_gpu(self.params[i].data) for i in moving):   # a GPU spreads each update itself
+            for i in moving:
+                update(i)
+        else:   # the CPU's cores share the parameters out (threads.each)
+            threads.each(update, moving, [self.params[i].data.size for i in moving])
 
     def update(self, i, w, g):
         raise NotImplementedError

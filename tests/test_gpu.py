@@ -554,6 +554,21 @@ class WithBuffers(nn.Module):
         return self.lin(x) * self.scale + self.scratch
 
 
+def test_the_optimizer_splits_its_work_across_threads_on_the_cpu_only(cupy, monkeypatch):
+    """threads.py's split is the CPU's: on a GPU the optimizer updates its parameters in turn,
+    and each update is one call over the whole parameter (no tiles)."""
+    model = WithBuffers()
+    split = []
+    monkeypatch.setattr(tg.threads, "split", lambda work, sizes: split.append(len(sizes)) or work(0, len(sizes)))
+    for device in ("cpu", "cuda"):
+        model.to(device)
+        optimizer = optim.AdamW(model.parameters(), lr=1e-2)
+        model(tg.ones(4, 3, device=device)).sum().backward()
+        split.clear()
+        optimizer.step()
+        assert bool(split) == (device == "cpu"), (device, split)
+
+
 def test_module_to_moves_parameters_and_buffers_in_place(cupy):
     model = WithBuffers()
     params, buffers = list(model.parameters()), list(model.buffers())
