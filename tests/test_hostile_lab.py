@@ -118,11 +118,16 @@ def pids(tmp_path):
 
 
 def checker(folder, *args):
-    """check.py started as a learner starts it in a terminal (Ctrl-C raises KeyboardInterrupt)."""
+    """check.py started as a learner starts it in a terminal: Ctrl-C raises KeyboardInterrupt
+    and SIGHUP ends it, even where the tests themselves run with either ignored (under nohup,
+    SIGHUP is, and check.py rightly keeps it so)."""
     env = {"TENSORGRAD_CACHE": os.environ["TENSORGRAD_CACHE"], **ENGLISH}
+
+    def as_in_a_terminal():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
     return subprocess.Popen([sys.executable, str(folder / "check.py"), *map(str, args)], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_in_a_terminal)
 
 
 # ---- an exercise that forks, or starts processes
