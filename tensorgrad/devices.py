@@ -6,8 +6,9 @@ np.matmul: NEP 18) and array creation given `like=` (np.zeros(shape, like=x): NE
 What numpy cannot hand over is here, in one place: making an array from python values,
 moving an array between devices, and importing CuPy (only when cuda is asked for).
 
-CuPy never copies to the host behind your back (np.asarray(gpu_array) is an error), so
-each copy between the devices is one that this module makes, by name: `to`.
+CuPy never turns an array into numpy's behind your back (np.asarray(gpu_array) is an error),
+so arrays cross between the devices here, by name (`to`); what else crosses is one number read
+back (loss.item(), the answer to a check such as `(ids < 0).any()`).
 """
 import sys
 
