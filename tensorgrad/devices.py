@@ -15,7 +15,6 @@ import sys
 import numpy as np
 
 INSTALL = 'pip install "tensorgrad[cuda]"'
-DEVICES = ("cpu", "cuda")
 
 
 def cupy():
