@@ -7,12 +7,9 @@ nanoGPT's GPU configuration, every flag given with it winning over it. Then tiny
 with tests/fake_cupy.py installed as `cupy` (numpy inside, CuPy's manners outside): the checkpoint
 of a --device cuda run holds numpy arrays and resumes on the CPU, and a CPU run's resumes on cuda.
 """
-import os
 import re
-import subprocess
 import sys
 from dataclasses import fields
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,13 +17,10 @@ import pytest
 import fake_cupy
 import nn
 from nn.tensorfile import read_safetensors
+from test_gpu_job import INSTALL, ok, run
+from test_train_chargpt import TINY, corpus  # noqa: F401 (corpus: a fixture)
 from tgtrain import flags
 
-REPO = Path(__file__).resolve().parents[1]
-TESTS = Path(__file__).resolve().parent
-INSTALL = 'pip install "tensorgrad[cuda]"'
-TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--block_size", "8", "--batch_size", "4",
-        "--eval_iters", "2", "--warmup_iters", "5"]
 SHAKESPEARE_CHAR = dict(n_layer=6, n_head=6, n_embd=384, block_size=256, batch_size=64, dropout=0.2, lr=1e-3,
                         min_lr=1e-4, warmup_iters=100, beta1=0.9, beta2=0.99, max_iters=5000, eval_interval=250,
                         eval_iters=200, weight_decay=0.1, grad_clip=1.0, tie_weights=True, lr_decay_iters=0)
@@ -135,27 +129,9 @@ def test_the_preset_is_listed_in_help(capsys):
 # ---- the job, on the fake GPU ---------------------------------------------------------------------------
 def job(*args, cupy="fake"):
     """demos/train_chargpt.py with args, in a Python that first installs the fake CuPy (cupy="fake")
-    or makes `import cupy` fail (cupy="none"). Returns stdout; the run must succeed."""
-    path = str(REPO / "demos" / "train_chargpt.py")
-    install = ("import fake_cupy; sys.modules['cupy'] = fake_cupy" if cupy == "fake" else "sys.modules['cupy'] = None")
-    boot = (f"import sys, runpy; sys.path.insert(0, {str(TESTS)!r}); {install}; "
-            f"sys.argv = {[path, *map(str, args)]!r}; runpy.run_path({path!r}, run_name='__main__')")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run([sys.executable, "-c", boot], capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, f"exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """A generated play of two speakers, as tests/test_train_chargpt.py's."""
-    rng = np.random.default_rng(0)
-    words = "the king and queen of a small land said that we shall go to see her house now".split()
-    lines = [("ANNA: " if i % 2 else "BORIS: ") + " ".join(rng.choice(words, rng.integers(3, 9))) + "."
-             for i in range(1500)]
-    path = tmp_path_factory.mktemp("corpus") / "play.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    or makes `import cupy` fail (cupy="none"), as tests/test_gpu_job.py runs it. Returns stdout;
+    the run must succeed."""
+    return ok(run("train_chargpt.py", *map(str, args), cupy=cupy))
 
 
 def steps(stdout):

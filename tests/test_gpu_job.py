@@ -3,7 +3,6 @@ a subprocess whose Python first installs tests/fake_cupy.py as `cupy` (numpy ins
 manners outside). A GPU run's checkpoint holds host arrays: it resumes on the CPU, and a CPU
 run's resumes on cuda; samples come from it. --device cuda is one process: --processes 2 with
 it is a flag error. Without CuPy, --device cuda says in one line how to install it."""
-import os
 import re
 import subprocess
 import sys
@@ -13,12 +12,10 @@ import numpy as np
 import pytest
 
 import nn
+from test_train_chargpt import REPO, TINY, corpus, environment  # noqa: F401 (corpus: a fixture)
 
-REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
 INSTALL = 'pip install "tensorgrad[cuda]"'
-TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--block_size", "8", "--batch_size", "4",
-        "--eval_iters", "2", "--warmup_iters", "5"]
 CUPY = {"fake": "import atexit, fake_cupy; sys.modules['cupy'] = fake_cupy; "   # and says what it copied
                 "atexit.register(lambda: print('fake_cupy', fake_cupy.copies, file=sys.stderr))",
         "none": "sys.modules['cupy'] = None",   # `import cupy` raises ImportError
@@ -32,9 +29,8 @@ def run(script, *args, cupy="fake"):
     argv = [path, *map(str, args)]
     boot = (f"import sys, runpy; sys.path.insert(0, {str(TESTS)!r}); sys.path.insert(0, {str(REPO / 'demos')!r}); "
             f"{CUPY[cupy]}; sys.argv = {argv!r}; runpy.run_path({path!r}, run_name='__main__')")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-c", boot], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run([sys.executable, "-c", boot], capture_output=True, text=True, env=environment(),
+                          timeout=300)
 
 
 def ok(result):
@@ -53,18 +49,6 @@ def copies(result):
     found = re.search(r"^fake_cupy copies\(to_device=(\d+), to_host=(\d+)\)$", result.stderr, re.M)
     assert found, result.stderr
     return int(found.group(1)), int(found.group(2))
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """A generated play of two speakers (no third-party text), as tests/test_train_chargpt.py's."""
-    rng = np.random.default_rng(0)
-    words = "the king and queen of a small land said that we shall go to see her house now".split()
-    lines = [("ANNA: " if i % 2 else "BORIS: ") + " ".join(rng.choice(words, rng.integers(3, 9))) + "."
-             for i in range(1500)]
-    path = tmp_path_factory.mktemp("corpus") / "play.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 @pytest.fixture(scope="module")
