@@ -163,7 +163,7 @@ class Module:
         optimizer made before still holds them (its state follows them to their device at
         its next step). Returns self."""
         for arg in args:   # to("cuda"), to(np.float64), to("cuda", np.float64)
-            if isinstance(arg, str) or type(arg).__name__ == "device":   # a torch.device too
+            if devices.is_device(arg):   # "cuda", or a torch.device
                 device = arg
             else:
                 dtype = arg

@@ -47,6 +47,12 @@ def parse(device, op="tensor"):
     return name
 
 
+def is_device(arg):
+    """Whether an argument of PyTorch's to(...) names a device: a name ("cuda") or a
+    torch.device (what else it takes is a dtype, or a tensor)."""
+    return isinstance(arg, str) or type(arg).__name__ == "device"
+
+
 def module(device):
     """The array module that makes arrays on `device` ('cpu': numpy, 'cuda': CuPy), for the
     arrays made from nothing but a shape and a value (zeros, full, arange)."""

@@ -188,7 +188,7 @@ def to(x, *args, dtype=None, device=None):
     """PyTorch's x.to(...): a device ("cpu", "cuda"), a dtype, both, or another tensor's
     device and dtype."""
     for arg in args:
-        if isinstance(arg, str) or type(arg).__name__ == "device":   # "cuda", or a torch.device
+        if devices.is_device(arg):   # "cuda", or a torch.device
             device = arg
         elif isinstance(arg, Tensor):   # another tensor: take its device and dtype
             device, dtype = arg.device, arg.dtype

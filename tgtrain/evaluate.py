@@ -18,7 +18,7 @@ def to_device(batch, device):
     CPU the arrays go as they are (the data-parallel processes split them)."""
     if device == "cpu":
         return batch
-    return tuple(tg.tensor(array).to(device) for array in batch)
+    return tuple(tg.Tensor(array).to(device) for array in batch)   # no host copy first
 
 
 def estimate_loss(parallel, corpus, config, stopping=lambda: False):
